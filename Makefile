@@ -1,0 +1,39 @@
+# batchtune build. Go is expected at /usr/local/go/bin or on PATH.
+export PATH := $(PATH):/usr/local/go/bin:$(CURDIR)/bin/tools
+
+GO        ?= go
+BIN       := bin
+PKGS      := ./...
+# Pinned code generators for make proto; protoc itself is Debian's 3.21.12.
+PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
+
+.PHONY: all build test test-short lint bench proto image clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: build
+	$(GO) test -count=1 $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+proto:
+	GOBIN=$(CURDIR)/bin/tools $(GO) install $(PROTOC_GEN_GO)
+	GOBIN=$(CURDIR)/bin/tools $(GO) install $(PROTOC_GEN_GO_GRPC)
+	protoc -I . --go_out=. --go_opt=module=github.com/batchtune/batchtune \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/batchtune/batchtune \
+		tfserving/proto/*.proto
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,50 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrJSONBatchingConfig is returned when a batching.config holds JSON: TF
+// Serving reads only protobuf text format and refuses to start on JSON.
+var ErrJSONBatchingConfig = errors.New("configs: batching config is JSON; TF Serving reads protobuf text format only (e.g. max_batch_size { value: 32 })")
+
+// Problem is one invalid value, named by its field path
+// (space.max_batch_size.values[2], allowed_batch_sizes[3]).
+type Problem struct {
+	Field string
+	Msg   string
+}
+
+func (p Problem) String() string { return p.Field + ": " + p.Msg }
+
+// Problems is every problem found in one document, reported together. A nil
+// or empty Problems is not an error: use Err to turn a collection into one.
+type Problems []Problem
+
+// Add records a problem at field.
+func (ps *Problems) Add(field, format string, args ...any) {
+	*ps = append(*ps, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Err returns ps as an error, or nil when there are none.
+func (ps Problems) Err() error {
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}
+
+func (ps Problems) Error() string {
+	if len(ps) == 1 {
+		return ps[0].String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problems:", len(ps))
+	for _, p := range ps {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
