@@ -351,11 +351,11 @@ func TestOptionsValidate(t *testing.T) {
 		mod  func(o *Options)
 		bad  bool
 	}{
-		{"valid", func(o *Options) {}, false},                                                 // the minimum
-		{"zero max batch", func(o *Options) { o.MaxBatchSize = 0 }, true},                     // nothing fits
-		{"negative timeout", func(o *Options) { o.BatchTimeout = -1 }, true},                  // TF refuses
-		{"no threads", func(o *Options) { o.NumBatchThreads = 0 }, true},                      // nothing runs
-		{"no queue", func(o *Options) { o.MaxEnqueuedBatches = 0 }, true},                     // nothing is accepted
+		{"valid", func(o *Options) {}, false},                                                       // the minimum
+		{"zero max batch", func(o *Options) { o.MaxBatchSize = 0 }, true},                           // nothing fits
+		{"negative timeout", func(o *Options) { o.BatchTimeout = -1 }, true},                        // TF refuses
+		{"no threads", func(o *Options) { o.NumBatchThreads = 0 }, true},                            // nothing runs
+		{"no queue", func(o *Options) { o.MaxEnqueuedBatches = 0 }, true},                           // nothing is accepted
 		{"allowed sizes end at max", func(o *Options) { o.AllowedBatchSizes = []int{2, 8} }, false}, // TF's rule
 		{"allowed sizes short of max", func(o *Options) { o.AllowedBatchSizes = []int{2, 4} }, true},
 		{"allowed sizes not increasing", func(o *Options) { o.AllowedBatchSizes = []int{4, 2, 8} }, true},
