@@ -1,0 +1,428 @@
+package configs
+
+import (
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/batchtune/batchtune/tfserving"
+)
+
+var (
+	studyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	gpusSpec  = regexp.MustCompile(`^(all|[1-9][0-9]*|device=[0-9A-Za-z-]+(,[0-9A-Za-z-]+)*)$`)
+)
+
+// problems checks every value of s, independently of where it came from.
+// Keys given for a mode or runtime they do not apply to are reported: they
+// would otherwise be ignored, and the user meant something by them.
+func (s *Study) problems() Problems {
+	var ps Problems
+	oneOf := func(field, got string, allowed ...string) bool {
+		if !slices.Contains(allowed, got) {
+			ps.Add(field, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+			return false
+		}
+		return true
+	}
+	atLeast := func(field string, got, min int) {
+		if got < min {
+			ps.Add(field, "must be >= %d, got %d", min, got)
+		}
+	}
+	positive := func(field string, d Duration) {
+		if d <= 0 {
+			ps.Add(field, "must be a positive duration, got %s", d)
+		}
+	}
+	fraction := func(field string, got float64, lowOpen, highOpen bool) {
+		bad := math.IsNaN(got) || got < 0 || got > 1 || (lowOpen && got == 0) || (highOpen && got == 1)
+		if bad {
+			lo, hi := "[0", "1]"
+			if lowOpen {
+				lo = "(0"
+			}
+			if highOpen {
+				hi = "1)"
+			}
+			ps.Add(field, "must be in %s, %s, got %v", lo, hi, got)
+		}
+	}
+	notSetUnless := func(field, cond string, applies bool) {
+		if !applies && s.IsSet(field) && !s.isDefault(field) {
+			ps.Add(field, "applies only when %s", cond)
+		}
+	}
+
+	switch {
+	case s.Name == "":
+		ps.Add("name", "is required")
+	case !studyName.MatchString(s.Name):
+		ps.Add("name", "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got %q", s.Name)
+	}
+
+	// target
+	t := s.Target
+	oneOf("target.runtime", t.Runtime, RuntimeDocker, RuntimeProcess)
+	inPlace := t.Runtime == RuntimeDocker && t.Docker.Container != "" && t.Docker.Image == ""
+	switch {
+	case t.Model.Name == "":
+		ps.Add("target.model.name", "is required")
+	case strings.ContainsAny(t.Model.Name, "/ \t"):
+		ps.Add("target.model.name", "must not contain '/' or spaces, got %q", t.Model.Name)
+	}
+	if t.Runtime == RuntimeProcess && t.Model.BasePath == "" {
+		ps.Add("target.model.base_path", "is required with runtime process")
+	}
+	if t.Model.Signature == "" {
+		ps.Add("target.model.signature", "must not be empty (TF's default is serving_default)")
+	}
+	for _, p := range []struct {
+		field string
+		port  int
+	}{{"target.ports.grpc", t.Ports.GRPC}, {"target.ports.rest", t.Ports.REST}} {
+		if p.port < 1 || p.port > 65535 {
+			ps.Add(p.field, "must be a port in 1..65535, got %d", p.port)
+		}
+	}
+	if t.Ports.GRPC == t.Ports.REST && t.Ports.GRPC != 0 {
+		ps.Add("target.ports.rest", "must differ from target.ports.grpc (%d): TF Serving refuses to share them", t.Ports.GRPC)
+	}
+	s.checkFlags(&ps)
+	positive("target.start_timeout", t.StartTimeout)
+
+	d := t.Docker
+	for _, f := range []string{"image", "container", "model_dir", "env", "args", "gpus", "network", "pull"} {
+		notSetUnless("target.docker."+f, "target.runtime is docker", t.Runtime == RuntimeDocker)
+	}
+	for _, f := range []string{"binary", "args", "env"} {
+		notSetUnless("target.process."+f, "target.runtime is process", t.Runtime == RuntimeProcess)
+	}
+	if t.Runtime == RuntimeDocker {
+		switch {
+		case d.Image == "" && d.Container == "":
+			ps.Add("target.docker", "needs image (a trial container per trial) or container (tune an existing one in place)")
+		case d.Image != "" && d.Container != "":
+			ps.Add("target.docker.container", "cannot be combined with target.docker.image: give the image to create trial containers, or the container to tune in place")
+		}
+		if inPlace {
+			notSetUnless("target.docker.model_dir", "target.docker.image is set (an existing container keeps its mounts)", false)
+			notSetUnless("target.model.base_path", "target.docker.image is set (an existing container keeps its model path)", false)
+		}
+		if strings.ContainsAny(d.Image, " \t") {
+			ps.Add("target.docker.image", "must be an image reference without spaces, got %q", d.Image)
+		}
+		if d.GPUs != "" && !gpusSpec.MatchString(d.GPUs) {
+			ps.Add("target.docker.gpus", `must be "all", a count or "device=0,1", got %q`, d.GPUs)
+		}
+		oneOf("target.docker.pull", d.Pull, PullMissing, PullAlways, PullNever)
+		if t.Model.BasePath != "" && !strings.HasPrefix(t.Model.BasePath, "/") {
+			ps.Add("target.model.base_path", "must be an absolute path inside the container with runtime docker, got %q", t.Model.BasePath)
+		}
+		checkEnv(&ps, "target.docker.env", d.Env)
+	}
+	if t.Runtime == RuntimeProcess {
+		if t.Process.Binary == "" {
+			ps.Add("target.process.binary", "is required with runtime process")
+		}
+		checkEnv(&ps, "target.process.env", t.Process.Env)
+	}
+
+	// load
+	l := s.Load
+	oneOf("load.mode", l.Mode, LoadClosed, LoadOpen)
+	closed, open := l.Mode == LoadClosed, l.Mode == LoadOpen
+	notSetUnless("load.concurrency", "load.mode is closed", closed)
+	notSetUnless("load.rate", "load.mode is open", open)
+	notSetUnless("load.arrival", "load.mode is open", open)
+	if closed {
+		atLeast("load.concurrency", l.Concurrency, 1)
+	}
+	if open {
+		if !(l.Rate > 0) || math.IsInf(l.Rate, 0) {
+			ps.Add("load.rate", "must be > 0 requests/s with load.mode open, got %v", l.Rate)
+		}
+		oneOf("load.arrival", l.Arrival, ArrivalConstant, ArrivalPoisson)
+	}
+	atLeast("load.connections", l.Connections, 1)
+	oneOf("load.transport", l.Transport, TransportGRPC, TransportREST)
+	positive("load.request_timeout", l.RequestTimeout)
+	s.checkPayload(&ps)
+	atLeast("load.warmup.requests", l.Warmup.Requests, 0)
+	positive("load.warmup.max_duration", l.Warmup.MaxDuration)
+	positive("load.min_duration", l.MinDuration)
+	positive("load.max_duration", l.MaxDuration)
+	if l.MaxDuration > 0 && l.MaxDuration < l.MinDuration {
+		ps.Add("load.max_duration", "must be >= load.min_duration (%s), got %s", l.MinDuration, l.MaxDuration)
+	}
+
+	// slo and objective
+	switch {
+	case s.SLO.Latency == 0:
+		ps.Add("slo.latency", `is required: the latency bound of slo.quantile, e.g. "80ms"`)
+	default:
+		positive("slo.latency", s.SLO.Latency)
+	}
+	fraction("slo.quantile", s.SLO.Quantile, true, true)
+	fraction("slo.error_rate", s.SLO.ErrorRate, false, true)
+	if s.SLO.Latency > 0 && l.RequestTimeout > 0 && l.RequestTimeout <= s.SLO.Latency {
+		ps.Add("load.request_timeout", "must exceed slo.latency (%s), got %s: requests cut at the deadline would hide the latency that breaks the SLO", s.SLO.Latency, l.RequestTimeout)
+	}
+	if oneOf("objective", string(s.Objective), string(ObjectiveMaxThroughput), string(ObjectiveMinLatency)) {
+		switch {
+		case s.Objective == ObjectiveMaxThroughput && open:
+			ps.Add("objective", "max_throughput needs a closed-loop load (load.mode: closed): at a fixed open-loop rate the throughput is fixed too")
+		case s.Objective == ObjectiveMinLatency && closed:
+			ps.Add("objective", "min_latency needs an open-loop load (load.mode: open with load.rate): in a closed loop a slower server is sent fewer requests")
+		}
+	}
+
+	// space: its syntax only; search.NewSpace judges what it means.
+	if len(s.Space) == 0 {
+		ps.Add("space", "must declare at least one parameter")
+	}
+	for i, p := range s.Space {
+		if p.Name == "" {
+			ps.Add("space["+strconv.Itoa(i)+"]", "has no parameter name")
+		}
+	}
+
+	// search
+	oneOf("search.strategy", s.Search.Strategy, StrategyGrid, StrategyRandom, StrategyHillClimb, StrategyBayes)
+	atLeast("search.trials", s.Search.Trials, 1)
+	if s.Search.Parallelism != 1 {
+		ps.Add("search.parallelism", "is reserved and must be 1 (trials against one server run one at a time), got %d", s.Search.Parallelism)
+	}
+	atLeast("search.max_failures", s.Search.MaxFailures, 1)
+
+	// confirmation
+	atLeast("confirmation.top_k", s.Confirmation.TopK, 1)
+	atLeast("confirmation.repeats", s.Confirmation.Repeats, 2)
+	if c := s.Confirmation.Confidence; !(c >= 0.5 && c < 1) {
+		ps.Add("confirmation.confidence", "must be in [0.5, 1), got %v", c)
+	}
+
+	// export
+	if s.Export.Path == "" && s.Name != "" {
+		ps.Add("export.path", "must not be empty") // its default derives from the name
+	}
+	if s.Export.FlagsPath != "" && s.Export.FlagsPath == s.Export.Path {
+		ps.Add("export.flags_path", "must differ from export.path")
+	}
+
+	// schedule
+	sc := s.Schedule
+	if sc.Cron != "" {
+		if strings.HasPrefix(sc.Cron, "TZ=") || strings.HasPrefix(sc.Cron, "CRON_TZ=") {
+			ps.Add("schedule.cron", "gives its time zone in schedule.time_zone, not in the expression")
+		} else if _, err := cron.ParseStandard(sc.Cron); err != nil {
+			ps.Add("schedule.cron", "is not a cron expression (minute hour day-of-month month day-of-week, or @daily...): %v", err)
+		}
+	}
+	if sc.TimeZone == "" {
+		ps.Add("schedule.time_zone", `must name a time zone ("UTC", "Local", "Europe/Berlin")`)
+	} else if _, err := time.LoadLocation(sc.TimeZone); err != nil {
+		ps.Add("schedule.time_zone", "is not a known time zone: %q", sc.TimeZone)
+	}
+	atLeast("schedule.trials", sc.Trials, 1)
+	fraction("schedule.accept_margin", sc.AcceptMargin, false, true)
+	fraction("schedule.degradation_threshold", sc.DegradationThreshold, true, true)
+	if len(sc.Rollout) > 0 && sc.Rollout[0] == "" {
+		ps.Add("schedule.rollout[0]", "must name the command to run")
+	}
+	positive("schedule.rollout_timeout", sc.RolloutTimeout)
+	return ps
+}
+
+func (s *Study) checkPayload(ps *Problems) {
+	p := s.Load.Payload
+	var sources []string
+	if len(p.Inputs) > 0 {
+		sources = append(sources, "inputs")
+	}
+	if p.RequestFile != "" {
+		sources = append(sources, "request_file")
+	}
+	if p.WarmupFile != "" {
+		sources = append(sources, "warmup_file")
+	}
+	if len(sources) > 1 {
+		ps.Add("load.payload", "has %s: give at most one request source", strings.Join(sources, " and "))
+	}
+	generated := len(sources) == 0 || sources[0] == "inputs"
+	if !generated {
+		for _, f := range []string{"batch", "seed"} {
+			if s.IsSet("load.payload."+f) && !s.isDefault("load.payload."+f) {
+				ps.Add("load.payload."+f, "applies only to generated requests (inputs given or taken from the model's signature), not to %s", sources[0])
+			}
+		}
+	}
+	if p.Batch < 1 {
+		ps.Add("load.payload.batch", "must be >= 1, got %d", p.Batch)
+	}
+	names := map[string]int{}
+	for i, in := range p.Inputs {
+		f := "load.payload.inputs[" + strconv.Itoa(i) + "]"
+		if in.Name == "" {
+			ps.Add(f+".name", "is required")
+		} else if prev, dup := names[in.Name]; dup {
+			ps.Add(f+".name", "%q is already the name of inputs[%d]", in.Name, prev)
+		} else {
+			names[in.Name] = i
+		}
+		if !IsDType(in.DType) {
+			ps.Add(f+".dtype", "is not a TensorFlow data type: %q (write DT_FLOAT, float or float32 style)", in.DType)
+		}
+		for j, dim := range in.Shape {
+			switch {
+			case dim == -1 && j == 0:
+			case dim == -1:
+				ps.Add(f+".shape["+strconv.Itoa(j)+"]", "-1 is only allowed as the batch dimension (the first); give the size")
+			case dim < 1:
+				ps.Add(f+".shape["+strconv.Itoa(j)+"]", "must be >= 1 (or -1 first for the batch dimension), got %d", dim)
+			}
+		}
+		if p.Batch > 1 && (len(in.Shape) == 0 || in.Shape[0] != -1) {
+			ps.Add(f+".shape", "has no batch dimension (-1 first), but load.payload.batch is %d", p.Batch)
+		}
+	}
+}
+
+// dtypeNames are the names of TF data types a payload may use: the enum
+// names, lower-cased; the short names; the NumPy names.
+var dtypeNames = map[string]bool{
+	"bool": true, "string": true, "bytes": true, "half": true, "float": true, "double": true,
+	"float16": true, "float32": true, "float64": true, "bfloat16": true, "complex64": true,
+	"int8": true, "int16": true, "int32": true, "int64": true,
+	"uint8": true, "uint16": true, "uint32": true, "uint64": true,
+}
+
+// IsDType reports whether s names a TensorFlow data type (DT_FLOAT, float,
+// float32; case-insensitive).
+func IsDType(s string) bool {
+	l := strings.ToLower(strings.TrimSpace(s))
+	if n, ok := strings.CutPrefix(l, "dt_"); ok {
+		v, known := tfserving.DataType_value[strings.ToUpper(l)]
+		return known && v != 0 && n != ""
+	}
+	return dtypeNames[l]
+}
+
+// isDefault reports whether the value at field (a path of keys, no list
+// indexes) equals its default. A study that writes out every key, as an
+// encoded Study does, sets keys of the other mode or runtime to their
+// defaults; only other values are reported.
+func (s *Study) isDefault(field string) bool {
+	got, ok1 := fieldByPath(reflect.ValueOf(s).Elem(), field)
+	def, ok2 := fieldByPath(reflect.ValueOf(DefaultStudy()).Elem(), field)
+	if !ok1 || !ok2 {
+		return false
+	}
+	if k := got.Kind(); (k == reflect.Slice || k == reflect.Map) && got.Len() == 0 && def.Len() == 0 {
+		return true // nil and empty lists and maps alike
+	}
+	return reflect.DeepEqual(got.Interface(), def.Interface())
+}
+
+func checkEnv(ps *Problems, field string, env map[string]string) {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !envName.MatchString(k) {
+			ps.Add(field+"."+k, "is not a valid environment variable name")
+		}
+	}
+}
+
+// CheckFiles is a StudyCheck for the files a study names: the server binary
+// and model directory exist, a request file is a valid JSON PredictRequest,
+// a warmup file is readable, a baseline is a valid batching.config, the
+// export directory exists, and the rollout command can be found. It checks
+// the machine it runs on, so the daemon and `batchtune validate` use it;
+// LoadStudy does not.
+func CheckFiles(s *Study) error {
+	var ps Problems
+	t := s.Target
+	if t.Runtime == RuntimeProcess {
+		if t.Process.Binary != "" {
+			if _, err := exec.LookPath(t.Process.Binary); err != nil {
+				ps.Add("target.process.binary", "cannot be run: %s", pathErr(err))
+			}
+		}
+		checkDir(&ps, "target.model.base_path", t.Model.BasePath)
+	}
+	if t.Runtime == RuntimeDocker {
+		checkDir(&ps, "target.docker.model_dir", t.Docker.ModelDir)
+	}
+	if f := s.Load.Payload.RequestFile; f != "" {
+		if data, err := os.ReadFile(f); err != nil {
+			ps.Add("load.payload.request_file", "%s", pathErr(err))
+		} else if err := protojson.Unmarshal(data, &tfserving.PredictRequest{}); err != nil {
+			ps.Add("load.payload.request_file", "%s is not a JSON PredictRequest: %v", f, err)
+		}
+	}
+	if f := s.Load.Payload.WarmupFile; f != "" {
+		if st, err := os.Stat(f); err != nil {
+			ps.Add("load.payload.warmup_file", "%s", pathErr(err))
+		} else if st.IsDir() || st.Size() == 0 {
+			ps.Add("load.payload.warmup_file", "%s is not a warmup file (a directory or empty)", f)
+		}
+	}
+	if f := s.Confirmation.Baseline; f != "" {
+		if _, err := LoadBatching(f); err != nil {
+			ps.Add("confirmation.baseline", "%s", strings.TrimPrefix(err.Error(), "configs: "))
+		}
+	}
+	for _, e := range []struct{ field, path string }{{"export.path", s.Export.Path}, {"export.flags_path", s.Export.FlagsPath}} {
+		if e.path != "" {
+			checkDir(&ps, e.field, filepath.Dir(e.path))
+		}
+	}
+	if len(s.Schedule.Rollout) > 0 && s.Schedule.Rollout[0] != "" {
+		if _, err := exec.LookPath(s.Schedule.Rollout[0]); err != nil {
+			ps.Add("schedule.rollout[0]", "cannot be run: %s", pathErr(err))
+		}
+	}
+	return ps.Err()
+}
+
+func checkDir(ps *Problems, field, dir string) {
+	if dir == "" {
+		return
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		ps.Add(field, "%s", pathErr(err))
+	case !st.IsDir():
+		ps.Add(field, "%s is not a directory", dir)
+	}
+}
+
+// pathErr shortens os errors to "PATH: reason".
+func pathErr(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Name + ": " + ee.Err.Error()
+	}
+	return err.Error()
+}
