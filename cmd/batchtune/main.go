@@ -32,6 +32,7 @@ func run(args []string) int {
 		Usage: "auto-tune TensorFlow Serving's dynamic batching",
 		Commands: []*cli.Command{
 			// One line per subcommand file.
+			validateCommand(),
 		},
 		HideHelpCommand: true,
 	}
