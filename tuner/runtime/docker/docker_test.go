@@ -1,0 +1,292 @@
+package docker_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/batchtune/batchtune/tuner/runtime"
+	"github.com/batchtune/batchtune/tuner/runtime/docker"
+	"github.com/batchtune/batchtune/tuner/runtime/internal/testenv"
+	"github.com/batchtune/batchtune/tuner/runtime/runtimetest"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(crashChild())
+	}
+	code := m.Run()
+	testenv.CleanupFake()
+	os.Exit(code)
+}
+
+// TestConformanceFake runs the suite over the docker runtime on the real
+// engine, with the tests' own fake server in a FROM scratch image.
+func TestConformanceFake(t *testing.T) {
+	engine(t)
+	runtimetest.Run(t, testenv.FakeHarness(runtimetest.Harness{
+		New: func(t *testing.T, dir string) runtime.Runtime {
+			return newRuntime(t, fakeOptions(t, dir))
+		},
+		Leftovers: leftovers,
+		Kill:      kill,
+	}))
+}
+
+// TestConformanceStandIn runs the suite over the docker runtime with the
+// project's stand-in image (make image).
+func TestConformanceStandIn(t *testing.T) {
+	cli := engine(t)
+	si := testenv.StandIn(t, testenv.RepoRoot(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.ImageInspect(ctx, si.Image); err != nil {
+		testenv.Unavailable(t, "stand-in image %s: %v (run make image)", si.Image, err)
+	}
+	runtimetest.Run(t, runtimetest.Harness{
+		New: func(t *testing.T, dir string) runtime.Runtime {
+			return newRuntime(t, docker.Options{
+				Client:    cli,
+				Study:     studyFor(dir),
+				StateDir:  dir,
+				Image:     si.Image,
+				ModelName: si.Model,
+				StopGrace: 2 * time.Second,
+			})
+		},
+		Leftovers:   leftovers,
+		Kill:        kill,
+		Model:       si.Model,
+		Good:        si.Good,
+		Rejected:    si.Rejected,
+		RejectedLog: si.RejectedLog,
+	})
+}
+
+// TestEngineUnreachable: with no engine at the address, Recover fails with
+// ErrEngineUnreachable naming the address, promptly; an engine that accepts
+// connections and never answers is given up on after EngineTimeout.
+func TestEngineUnreachable(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAddr := refused.Addr().String()
+	refused.Close()
+
+	tests := []struct {
+		name string
+		host string
+	}{
+		// No socket file at all.
+		{"missing socket", "unix:///nonexistent/batchtune-test.sock"},
+		// A TCP port nobody listens on.
+		{"refused", "tcp://" + refusedAddr},
+		// A listener that never says anything: bounded by EngineTimeout.
+		{"silent", "tcp://" + silent.Addr().String()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cli, err := client.NewClientWithOpts(client.WithHost(tt.host), client.WithAPIVersionNegotiation())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			rt, err := docker.New(docker.Options{Client: cli, Image: "x", StateDir: t.TempDir(), EngineTimeout: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			err = rt.Recover(context.Background())
+			took := time.Since(began)
+			if !errors.Is(err, docker.ErrEngineUnreachable) {
+				t.Fatalf("Recover: got %v, want ErrEngineUnreachable", err)
+			}
+			if !strings.Contains(err.Error(), strings.TrimPrefix(strings.TrimPrefix(tt.host, "tcp://"), "unix://")) {
+				t.Errorf("error does not name the address %s: %v", tt.host, err)
+			}
+			// A watchdog, not a measurement: the ping is bounded by
+			// EngineTimeout (0.5s), so a minute means it hung.
+			if took > time.Minute {
+				t.Errorf("Recover took %v", took)
+			}
+			if _, err := rt.Start(context.Background(), runtime.Config{}); !errors.Is(err, runtime.ErrNotRecovered) {
+				t.Errorf("Start after a failed Recover: got %v, want ErrNotRecovered", err)
+			}
+			if err := rt.Restore(context.Background()); err != nil {
+				t.Errorf("Restore after a failed Recover: %v", err)
+			}
+		})
+	}
+}
+
+// TestImageMissing: an image the engine does not have fails Recover with
+// ErrImageMissing naming it, and leaves the study free.
+func TestImageMissing(t *testing.T) {
+	dir := t.TempDir()
+	opts := fakeOptions(t, dir)
+	opts.Image = "localhost/batchtune-no-such-image:missing"
+	rt := newRuntime(t, opts)
+	for i := range 2 { // the second time: not ErrBusy, the lock was released
+		err := rt.Recover(context.Background())
+		if !errors.Is(err, docker.ErrImageMissing) || !strings.Contains(err.Error(), opts.Image) {
+			t.Fatalf("Recover #%d: got %v, want ErrImageMissing naming %s", i+1, err, opts.Image)
+		}
+	}
+}
+
+// TestPorts: fixed host ports are published as given; a fixed port that is
+// taken fails Start with ErrPortInUse naming it, before a container exists.
+func TestPorts(t *testing.T) {
+	engine(t)
+	ctx := context.Background()
+	free := freePorts(t, 2)
+	dir := t.TempDir()
+	opts := fakeOptions(t, dir)
+	opts.GRPCPort, opts.RESTPort = free[0], free[1]
+	rt := newRuntime(t, opts)
+	if err := rt.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Restore(ctx)
+	srv, err := rt.Start(ctx, runtime.Config{Batching: testenv.GoodBatching})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runtime.Endpoints{GRPC: "127.0.0.1:" + strconv.Itoa(free[0]), REST: "127.0.0.1:" + strconv.Itoa(free[1])}
+	if diff := cmp.Diff(want, srv.Endpoints()); diff != "" {
+		t.Errorf("Endpoints (-want +got):\n%s", diff)
+	}
+	if err := runtime.WaitPorts(ctx, srv); err != nil {
+		t.Fatal(err)
+	}
+	// Restarting on the same fixed ports works: the old container is gone
+	// before the ports are checked.
+	srv, err = rt.Start(ctx, runtime.Config{Batching: testenv.GoodBatching})
+	if err != nil {
+		t.Fatalf("restart on fixed ports: %v", err)
+	}
+	if err := runtime.WaitPorts(ctx, srv); err != nil {
+		t.Fatal(err)
+	}
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	bport := busy.Addr().(*net.TCPAddr).Port
+	dir2 := t.TempDir()
+	opts2 := fakeOptions(t, dir2)
+	opts2.RESTPort = bport
+	rt2 := newRuntime(t, opts2)
+	if err := rt2.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt2.Restore(ctx)
+	_, err = rt2.Start(ctx, runtime.Config{Batching: testenv.GoodBatching})
+	if !errors.Is(err, runtime.ErrPortInUse) || !strings.Contains(err.Error(), "REST port 127.0.0.1:"+strconv.Itoa(bport)) {
+		t.Fatalf("Start on a busy port: got %v, want ErrPortInUse naming REST port %d", err, bport)
+	}
+	if left := leftovers(t, dir2); len(left) > 0 {
+		t.Errorf("a refused Start left %q", left)
+	}
+}
+
+func freePorts(t *testing.T, n int) []int {
+	var out []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out
+}
+
+// TestHostNetwork: with the host network, the server is told the free
+// ports picked for it and answers there.
+func TestHostNetwork(t *testing.T) {
+	engine(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := fakeOptions(t, dir)
+	opts.Network = "host"
+	rt := newRuntime(t, opts)
+	if err := rt.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Restore(ctx)
+	cfg := runtime.Config{Batching: testenv.GoodBatching, InterOpParallelism: 2}
+	srv, err := rt.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runtime.WaitPorts(ctx, srv); err != nil {
+		t.Fatalf("WaitPorts: %v\n%s", err, srv.Exit().Log)
+	}
+	testenv.CheckFake(t, srv, cfg)
+	st := testenv.GetFakeState(t, srv)
+	_, port, _ := net.SplitHostPort(srv.Endpoints().GRPC)
+	if !containsString(st.Args, "--port="+port) {
+		t.Errorf("server args %q lack --port=%s", st.Args, port)
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOptionsProblems: every bad option is reported together, by name.
+func TestOptionsProblems(t *testing.T) {
+	_, err := docker.New(docker.Options{
+		Study:    "no/slash",
+		Network:  "bridge2",
+		GRPCPort: -1,
+		Mounts:   []docker.Mount{{Source: "relative", Target: "models"}},
+		Env:      []string{"NOVALUE"},
+		Args:     []string{"--batching_parameters_file=/x"},
+	})
+	if err == nil {
+		t.Fatal("New: got nil error")
+	}
+	for _, want := range []string{
+		"study:", "image: required", `network: want "" (published ports) or "host", got "bridge2"`,
+		"grpc_port: must be in 0..65535, got -1", `mounts[0].source: must be an absolute host path, got "relative"`,
+		`mounts[0].target: must be an absolute container path, got "models"`, `env[0]: want NAME=value, got "NOVALUE"`,
+		"args[0]: --batching_parameters_file",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
