@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,9 +19,11 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/jsonmessage"
 	"github.com/docker/go-connections/nat"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
@@ -37,19 +40,27 @@ const (
 	RoleTrial  = "trial"
 )
 
+// Pull policies.
+const (
+	PullMissing = "missing" // pull only when the engine lacks the image
+	PullAlways  = "always"
+	PullNever   = "never"
+)
+
 // ConfigDir is where a trial container sees its batching.config and
 // monitoring config (a read-only bind mount of the trial's host directory).
 const ConfigDir = "/batchtune"
 
 // Defaults for the zero values of Options.
 const (
-	DefaultModelBasePath = "/models" // TF Serving image's MODEL_BASE_PATH
+	DefaultModelBasePath = "/models" // TF Serving image's MODEL_BASE_PATH; the model is under it
 	DefaultContainerGRPC = 8500
 	DefaultContainerREST = 8501
 	DefaultHostIP        = "127.0.0.1"
 	DefaultStopGrace     = 5 * time.Second
 	DefaultEngineTimeout = 10 * time.Second
 	DefaultAPITimeout    = 60 * time.Second
+	DefaultPullTimeout   = 15 * time.Minute
 	DefaultTailLines     = 50
 )
 
@@ -82,19 +93,30 @@ type Options struct {
 	// is set, in which case the template is the existing container's own
 	// configuration and these fields add to it.
 	Image string
-	// ModelName and ModelBasePath become MODEL_NAME and MODEL_BASE_PATH,
-	// which TF Serving's image entrypoint turns into --model_name and
-	// --model_base_path=$MODEL_BASE_PATH/$MODEL_NAME. ModelBasePath
-	// defaults to /models when ModelName is set.
+	// ModelName and ModelBasePath, when ModelName is set, become
+	// --model_name and --model_base_path (the path inside the container;
+	// default /models/<ModelName>), and MODEL_NAME and MODEL_BASE_PATH (its
+	// parent) for an entrypoint like TF Serving's image's, which passes
+	// --model_base_path=$MODEL_BASE_PATH/$MODEL_NAME before the arguments.
 	ModelName     string
 	ModelBasePath string
-	Mounts        []Mount
-	Env           []string
-	// Args are the study's extra server flags, after the image's own.
+	// Mounts are bind mounts, e.g. the host's model directory at
+	// ModelBasePath.
+	Mounts []Mount
+	Env    []string
+	// Args are the study's extra server flags, after the image's own and
+	// before the trial's.
 	Args []string
+	// GPUs are given to the container as a device request, as docker run
+	// --gpus takes them: "" (none), "all", a count, or "device=0,1".
+	GPUs string
 	// Network is the container's network mode: "" for the engine's default
-	// network with the ports published on HostIP, or "host".
+	// network, a network's name (ports published on HostIP for both), or
+	// "host" (the server listens on the host's ports itself).
 	Network string
+	// Pull says when the image is pulled: PullMissing (the default, as
+	// docker run does), PullAlways, or PullNever. Recover pulls.
+	Pull string
 	// HostIP is where published ports bind and what the endpoints name;
 	// default 127.0.0.1.
 	HostIP string
@@ -120,6 +142,8 @@ type Options struct {
 	StopGrace time.Duration
 	// EngineTimeout bounds the ping Recover makes first; default 10s.
 	EngineTimeout time.Duration
+	// PullTimeout bounds an image pull; default 15m.
+	PullTimeout time.Duration
 	// APITimeout bounds each other engine call, so that a hung engine
 	// fails a trial instead of stalling it; default 60s.
 	APITimeout time.Duration
@@ -163,8 +187,22 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Image == "" && opts.Existing == "" {
 		errs = append(errs, "image: required (or name an existing container)")
 	}
-	if opts.Network != "" && opts.Network != "host" {
-		errs = append(errs, fmt.Sprintf("network: want \"\" (published ports) or \"host\", got %q", opts.Network))
+	if opts.Network == "none" || strings.HasPrefix(opts.Network, "container:") {
+		errs = append(errs, fmt.Sprintf("network: %q leaves the server's ports unreachable; want \"\", \"host\" or a network's name", opts.Network))
+	}
+	if _, err := deviceRequests(opts.GPUs); err != nil {
+		errs = append(errs, "gpus: "+err.Error())
+	}
+	switch opts.Pull {
+	case "", PullMissing, PullAlways, PullNever:
+	default:
+		errs = append(errs, fmt.Sprintf("pull: want %q, %q or %q, got %q", PullMissing, PullAlways, PullNever, opts.Pull))
+	}
+	if opts.ModelBasePath != "" && !strings.HasPrefix(opts.ModelBasePath, "/") {
+		errs = append(errs, fmt.Sprintf("model_base_path: must be an absolute path inside the container, got %q", opts.ModelBasePath))
+	}
+	if opts.ModelBasePath != "" && opts.ModelName == "" {
+		errs = append(errs, "model_base_path: needs model_name")
 	}
 	for _, p := range []struct {
 		name string
@@ -193,7 +231,11 @@ func New(opts Options) (*Runtime, error) {
 			errs = append(errs, fmt.Sprintf("env[%d]: want NAME=value, got %q", i, e))
 		}
 	}
-	if err := runtime.CheckFlags("args", opts.Args); err != nil {
+	var reserved []string
+	if opts.ModelName != "" {
+		reserved = []string{"model_name", "model_base_path"}
+	}
+	if err := runtime.CheckFlags("args", opts.Args, reserved...); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if opts.StopGrace < 0 {
@@ -213,7 +255,13 @@ func New(opts Options) (*Runtime, error) {
 		opts.StateDir = statedir.Default()
 	}
 	if opts.ModelName != "" && opts.ModelBasePath == "" {
-		opts.ModelBasePath = DefaultModelBasePath
+		opts.ModelBasePath = path.Join(DefaultModelBasePath, opts.ModelName)
+	}
+	if opts.Pull == "" {
+		opts.Pull = PullMissing
+	}
+	if opts.PullTimeout <= 0 {
+		opts.PullTimeout = DefaultPullTimeout
 	}
 	if opts.HostIP == "" {
 		opts.HostIP = DefaultHostIP
@@ -329,13 +377,8 @@ func (r *Runtime) recover(ctx context.Context) error {
 		}
 	}
 	if r.opts.Image != "" {
-		cctx, cancel := r.call(ctx)
-		defer cancel()
-		if _, err := r.cli.ImageInspect(cctx, r.opts.Image); err != nil {
-			if errdefs.IsNotFound(err) {
-				return fmt.Errorf("%w: %s (build or pull it first; batchtune never pulls)", ErrImageMissing, r.opts.Image)
-			}
-			return fmt.Errorf("docker: inspecting image %s: %w", r.opts.Image, err)
+		if err := r.ensureImage(ctx); err != nil {
+			return err
 		}
 	}
 	if r.opts.Existing != "" {
@@ -362,6 +405,68 @@ func (r *Runtime) ping(ctx context.Context) error {
 			ErrEngineUnreachable, r.cli.DaemonHost(), r.opts.EngineTimeout, err)
 	}
 	return nil
+}
+
+// ensureImage makes sure the engine has the image, pulling it as the pull
+// policy says.
+func (r *Runtime) ensureImage(ctx context.Context) error {
+	img := r.opts.Image
+	if r.opts.Pull != PullAlways {
+		cctx, cancel := r.call(ctx)
+		_, err := r.cli.ImageInspect(cctx, img)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case !errdefs.IsNotFound(err):
+			return fmt.Errorf("docker: inspecting image %s: %w", img, err)
+		case r.opts.Pull == PullNever:
+			return fmt.Errorf("%w: %s (pull policy never: build or pull it first)", ErrImageMissing, img)
+		}
+	}
+	r.log.Info("pulling image", "image", img)
+	pctx, cancel := context.WithTimeout(ctx, r.opts.PullTimeout)
+	defer cancel()
+	rc, err := r.cli.ImagePull(pctx, img, image.PullOptions{})
+	if err == nil {
+		// The pull happens while its progress is read; an error can come
+		// as the last message of the stream.
+		err = jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil)
+		rc.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: pulling it failed: %v", ErrImageMissing, img, err)
+	}
+	cctx, cancel2 := r.call(ctx)
+	defer cancel2()
+	if _, err := r.cli.ImageInspect(cctx, img); err != nil {
+		return fmt.Errorf("%w: %s: not there after the pull: %v", ErrImageMissing, img, err)
+	}
+	return nil
+}
+
+// deviceRequests turns a --gpus value into the engine's device request.
+func deviceRequests(gpus string) ([]container.DeviceRequest, error) {
+	gpu := [][]string{{"gpu"}}
+	switch {
+	case gpus == "":
+		return nil, nil
+	case gpus == "all":
+		return []container.DeviceRequest{{Count: -1, Capabilities: gpu}}, nil
+	case strings.HasPrefix(gpus, "device="):
+		ids := strings.Split(strings.TrimPrefix(gpus, "device="), ",")
+		for _, id := range ids {
+			if id == "" {
+				return nil, fmt.Errorf("empty device in %q", gpus)
+			}
+		}
+		return []container.DeviceRequest{{DeviceIDs: ids, Capabilities: gpu}}, nil
+	}
+	n, err := strconv.Atoi(gpus)
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf(`want "all", a count or "device=0,1", got %q`, gpus)
+	}
+	return []container.DeviceRequest{{Count: n, Capabilities: gpu}}, nil
 }
 
 // removeTrials force-removes every container labelled as this study's trial.
@@ -640,9 +745,13 @@ type template struct {
 // imageTemplate is the template for a trial container made from an image.
 func (r *Runtime) imageTemplate() *template {
 	o := r.opts
+	devices, _ := deviceRequests(o.GPUs) // checked by New
 	t := &template{
-		config:   container.Config{Image: o.Image},
-		host:     container.HostConfig{NetworkMode: container.NetworkMode(o.Network)},
+		config: container.Config{Image: o.Image},
+		host: container.HostConfig{
+			NetworkMode: container.NetworkMode(o.Network),
+			Resources:   container.Resources{DeviceRequests: devices},
+		},
 		grpcPort: o.ContainerGRPCPort,
 		restPort: o.ContainerRESTPort,
 		hostGRPC: o.GRPCPort,
@@ -650,10 +759,19 @@ func (r *Runtime) imageTemplate() *template {
 		hostIP:   o.HostIP,
 		hostNet:  o.Network == "host",
 	}
-	if o.ModelName != "" {
-		t.config.Env = append(t.config.Env, "MODEL_NAME="+o.ModelName, "MODEL_BASE_PATH="+o.ModelBasePath)
-	}
+	t.config.Env, t.cmd = modelSettings(o, nil, nil)
 	return t
+}
+
+// modelSettings adds the model's environment and flags, when the options
+// name a model, to env and cmd.
+func modelSettings(o Options, env, cmd []string) ([]string, []string) {
+	if o.ModelName == "" {
+		return env, cmd
+	}
+	env = append(env, "MODEL_NAME="+o.ModelName, "MODEL_BASE_PATH="+path.Dir(o.ModelBasePath))
+	cmd = append(cmd, "--model_name="+o.ModelName, "--model_base_path="+o.ModelBasePath)
+	return env, cmd
 }
 
 // build makes one trial container's configuration.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/google/go-cmp/cmp"
 
@@ -44,6 +45,9 @@ func TestConformanceFake(t *testing.T) {
 // TestConformanceStandIn runs the suite over the docker runtime with the
 // project's stand-in image (make image).
 func TestConformanceStandIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the stand-in suite runs without -short; the fake server's covers the mechanics")
+	}
 	cli := engine(t)
 	si := testenv.StandIn(t, testenv.RepoRoot(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -148,6 +152,7 @@ func TestImageMissing(t *testing.T) {
 	dir := t.TempDir()
 	opts := fakeOptions(t, dir)
 	opts.Image = "localhost/batchtune-no-such-image:missing"
+	opts.Pull = docker.PullNever // TestPullPolicy covers pulling
 	rt := newRuntime(t, opts)
 	for i := range 2 { // the second time: not ErrBusy, the lock was released
 		err := rt.Recover(context.Background())
@@ -228,32 +233,108 @@ func freePorts(t *testing.T, n int) []int {
 	return out
 }
 
-// TestHostNetwork: with the host network, the server is told the free
-// ports picked for it and answers there.
-func TestHostNetwork(t *testing.T) {
-	engine(t)
+// TestNetworks: on the host network the server is told the free ports
+// picked for it; on a named network its ports are published as on the
+// default one. Either way it answers where the endpoints say.
+func TestNetworks(t *testing.T) {
+	cli := engine(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	opts := fakeOptions(t, dir)
-	opts.Network = "host"
-	rt := newRuntime(t, opts)
-	if err := rt.Recover(ctx); err != nil {
-		t.Fatal(err)
+	netName := "batchtune-test-net-" + randHex(4)
+	if _, err := cli.NetworkCreate(ctx, netName, network.CreateOptions{}); err != nil {
+		t.Fatalf("creating network %s: %v", netName, err)
 	}
-	defer rt.Restore(ctx)
-	cfg := runtime.Config{Batching: testenv.GoodBatching, InterOpParallelism: 2}
-	srv, err := rt.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { cli.NetworkRemove(context.Background(), netName) })
+	for _, mode := range []string{"host", netName} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := fakeOptions(t, dir)
+			opts.Network = mode
+			rt := newRuntime(t, opts)
+			if err := rt.Recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Restore(ctx)
+			cfg := runtime.Config{Batching: testenv.GoodBatching, InterOpParallelism: 2}
+			srv, err := rt.Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := runtime.WaitPorts(ctx, srv); err != nil {
+				t.Fatalf("WaitPorts: %v\n%s", err, srv.Exit().Log)
+			}
+			testenv.CheckFake(t, srv, cfg)
+			st := testenv.GetFakeState(t, srv)
+			wantPort := "8500"
+			if mode == "host" {
+				_, wantPort, _ = net.SplitHostPort(srv.Endpoints().GRPC)
+			}
+			if !containsString(st.Args, "--port="+wantPort) {
+				t.Errorf("server args %q lack --port=%s", st.Args, wantPort)
+			}
+			id, _ := docker.ContainerID(srv)
+			info, err := cli.ContainerInspect(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Docker names the network in NetworkMode; podman says
+			// "bridge" there and lists the network it joined.
+			_, joined := info.NetworkSettings.Networks[mode]
+			if mode == "host" {
+				joined = info.HostConfig.NetworkMode.IsHost()
+			}
+			if !joined {
+				t.Errorf("not on network %q: mode %q, networks %v", mode, info.HostConfig.NetworkMode, info.NetworkSettings.Networks)
+			}
+		})
 	}
-	if err := runtime.WaitPorts(ctx, srv); err != nil {
-		t.Fatalf("WaitPorts: %v\n%s", err, srv.Exit().Log)
+}
+
+// TestPullPolicy: an image the engine lacks is pulled unless the policy
+// says never; a pull that cannot succeed is a clear error, not a hang.
+func TestPullPolicy(t *testing.T) {
+	engine(t)
+	// Nothing listens on port 1: the registry refuses at once.
+	const unpullable = "localhost:1/batchtune/none:missing"
+	tests := []struct {
+		name  string
+		image string
+		pull  string
+		want  string // in the error; "" for success
+	}{
+		// Never: missing is an error, and nothing is tried.
+		{"never", unpullable, docker.PullNever, "pull policy never"},
+		// Missing: the pull is tried and its failure reported.
+		{"missing", unpullable, docker.PullMissing, "pulling it failed"},
+		// Missing, but present: no pull.
+		{"present", "", docker.PullMissing, ""},
+		// Always: even a present local image is pulled, which fails here
+		// (a localhost/ image has no registry).
+		{"always", "", docker.PullAlways, "pulling it failed"},
 	}
-	testenv.CheckFake(t, srv, cfg)
-	st := testenv.GetFakeState(t, srv)
-	_, port, _ := net.SplitHostPort(srv.Endpoints().GRPC)
-	if !containsString(st.Args, "--port="+port) {
-		t.Errorf("server args %q lack --port=%s", st.Args, port)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if testing.Short() && tt.pull != docker.PullNever && tt.want != "" {
+				t.Skip("failing pulls (seconds of engine retries) run without -short")
+			}
+			opts := fakeOptions(t, t.TempDir())
+			if tt.image != "" {
+				opts.Image = tt.image
+			}
+			opts.Pull = tt.pull
+			opts.PullTimeout = 30 * time.Second
+			rt := newRuntime(t, opts)
+			err := rt.Recover(context.Background())
+			defer rt.Restore(context.Background())
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Recover: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, docker.ErrImageMissing) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), opts.Image) {
+				t.Fatalf("Recover: got %v, want ErrImageMissing with %q naming %s", err, tt.want, opts.Image)
+			}
+		})
 	}
 }
 
@@ -269,18 +350,23 @@ func containsString(list []string, s string) bool {
 // TestOptionsProblems: every bad option is reported together, by name.
 func TestOptionsProblems(t *testing.T) {
 	_, err := docker.New(docker.Options{
-		Study:    "no/slash",
-		Network:  "bridge2",
-		GRPCPort: -1,
-		Mounts:   []docker.Mount{{Source: "relative", Target: "models"}},
-		Env:      []string{"NOVALUE"},
-		Args:     []string{"--batching_parameters_file=/x"},
+		Study:         "no/slash",
+		Network:       "none",
+		GPUs:          "some",
+		Pull:          "sometimes",
+		ModelBasePath: "models/m",
+		GRPCPort:      -1,
+		Mounts:        []docker.Mount{{Source: "relative", Target: "models"}},
+		Env:           []string{"NOVALUE"},
+		Args:          []string{"--batching_parameters_file=/x"},
 	})
 	if err == nil {
 		t.Fatal("New: got nil error")
 	}
 	for _, want := range []string{
-		"study:", "image: required", `network: want "" (published ports) or "host", got "bridge2"`,
+		"study:", "image: required", `network: "none" leaves the server's ports unreachable`,
+		`gpus: want "all", a count or "device=0,1", got "some"`, `pull: want "missing", "always" or "never", got "sometimes"`,
+		`model_base_path: must be an absolute path inside the container, got "models/m"`, "model_base_path: needs model_name",
 		"grpc_port: must be in 0..65535, got -1", `mounts[0].source: must be an absolute host path, got "relative"`,
 		`mounts[0].target: must be an absolute container path, got "models"`, `env[0]: want NAME=value, got "NOVALUE"`,
 		"args[0]: --batching_parameters_file",
@@ -289,4 +375,33 @@ func TestOptionsProblems(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
+}
+
+// BenchmarkRestart measures a trial restart on the docker runtime (stop
+// and remove the previous container, create and start one, both ports
+// answering through the published ports):
+//
+//	DOCKER_HOST=$(.ci/engine-up) go test -run '^$' -bench Restart -benchtime 20x ./tuner/runtime/docker/
+func BenchmarkRestart(b *testing.B) {
+	b.Run("server=fake", func(b *testing.B) {
+		benchOn(b, newRuntime(b, fakeOptions(b, b.TempDir())), runtime.Config{Batching: testenv.GoodBatching})
+	})
+	b.Run("server=stand-in", func(b *testing.B) {
+		cli := engine(b)
+		si := testenv.StandIn(b, testenv.RepoRoot(b))
+		if _, err := cli.ImageInspect(context.Background(), si.Image); err != nil {
+			testenv.Unavailable(b, "stand-in image %s: %v (run make image)", si.Image, err)
+		}
+		dir := b.TempDir()
+		benchOn(b, newRuntime(b, docker.Options{Client: cli, Study: studyFor(dir), StateDir: dir, Image: si.Image, ModelName: si.Model, StopGrace: 2 * time.Second}), runtime.Config{Batching: si.Good})
+	})
+}
+
+func benchOn(b *testing.B, rt runtime.Runtime, cfg runtime.Config) {
+	ctx := context.Background()
+	if err := rt.Recover(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Restore(ctx)
+	runtimetest.BenchRestart(b, rt, cfg)
 }

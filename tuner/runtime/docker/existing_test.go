@@ -235,6 +235,9 @@ func checkRestored(t *testing.T, dir string, u userContainer, before view, befor
 func TestExisting(t *testing.T) {
 	for _, autoRemove := range []bool{false, true} {
 		t.Run("autoremove="+strconv.FormatBool(autoRemove), func(t *testing.T) {
+			if autoRemove && testing.Short() {
+				t.Skip("the recreate path runs without -short")
+			}
 			u := startUser(t, autoRemove)
 			before, info := inspectView(t, u.name)
 			dir := t.TempDir()
@@ -335,6 +338,9 @@ const childEnv = "BATCHTUNE_DOCKER_TEST_CHILD"
 func TestExistingCrashSafety(t *testing.T) {
 	for _, autoRemove := range []bool{false, true} {
 		t.Run("autoremove="+strconv.FormatBool(autoRemove), func(t *testing.T) {
+			if autoRemove && testing.Short() {
+				t.Skip("the recreate path runs without -short")
+			}
 			u := startUser(t, autoRemove)
 			before, info := inspectView(t, u.name)
 			dir := t.TempDir()

@@ -208,9 +208,6 @@ func (r *Runtime) existingTemplate(info container.InspectResponse) (*template, e
 	}
 	t.config.Labels = nil
 	t.config.Env = append([]string(nil), info.Config.Env...)
-	if o.ModelName != "" {
-		t.config.Env = append(t.config.Env, "MODEL_NAME="+o.ModelName, "MODEL_BASE_PATH="+o.ModelBasePath)
-	}
 	// Keep the user's arguments except the ones a trial sets, reading the
 	// ports the server listens on from them.
 	for _, a := range info.Config.Cmd {
@@ -227,6 +224,10 @@ func (r *Runtime) existingTemplate(info container.InspectResponse) (*template, e
 			continue
 		}
 		t.cmd = append(t.cmd, a)
+	}
+	t.config.Env, t.cmd = modelSettings(o, t.config.Env, t.cmd)
+	if devices, _ := deviceRequests(o.GPUs); devices != nil {
+		t.host.DeviceRequests = devices
 	}
 	t.hostNet = info.HostConfig.NetworkMode.IsHost()
 	if t.hostNet {

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newFake(t *testing.T, stateDir string, mod func(*process.Options)) *process.Runtime {
+func newFake(t testing.TB, stateDir string, mod func(*process.Options)) *process.Runtime {
 	t.Helper()
 	opts := process.Options{
 		Binary:        testenv.FakeServer(t),
