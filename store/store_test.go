@@ -367,3 +367,74 @@ func TestReadOnlyAndClosed(t *testing.T) {
 		t.Errorf("cancelled context: got %v", err)
 	}
 }
+
+// TestConcurrentUse writes from several goroutines through one DB while
+// another DB on the same file reads: transactions are serialised within a
+// handle and interleave with the other handle's through the file lock.
+func TestConcurrentUse(t *testing.T) {
+	db := storetest.Open(t)
+	r := newRun(t, db, "s")
+	ro, err := store.Open(db.Path(), &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	const writers, each = 4, 10
+	errs := make(chan error, writers+1)
+	done := make(chan struct{})
+	for w := range writers {
+		go func() {
+			for i := range each {
+				tr := &store.Trial{Study: "s", Run: r.ID, State: store.TrialSuggested, Config: []store.Param{{Name: "w", Value: int64(w*100 + i)}}}
+				if err := db.AddTrial(ctx, tr); err != nil {
+					errs <- err
+					return
+				}
+				tr.Transition(store.TrialSucceeded, time.Now())
+				if err := db.PutTrial(ctx, tr); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				errs <- nil
+				return
+			default:
+			}
+			if _, err := ro.Trials(ctx, "s", r.ID); err != nil {
+				errs <- err
+				return
+			}
+			time.Sleep(time.Millisecond) // a busy reader, not a flood
+		}
+	}()
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	trials, err := ro.Trials(ctx, "s", r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for i, tr := range trials {
+		if tr.Seq != uint64(i+1) || tr.State != store.TrialSucceeded || seen[tr.Config[0].Value] {
+			t.Fatalf("trial %d: %+v", i, tr)
+		}
+		seen[tr.Config[0].Value] = true
+	}
+	if len(trials) != writers*each {
+		t.Errorf("got %d trials, want %d", len(trials), writers*each)
+	}
+}
