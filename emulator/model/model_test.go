@@ -38,7 +38,7 @@ func TestLoadPicksLatestVersion(t *testing.T) {
 	write(t, base, "1/model.json", good)
 	write(t, base, "12/model.json", good)
 	write(t, base, "3/model.json", good)
-	write(t, base, "99.bak/model.json", "not even json")   // not a version: ignored
+	write(t, base, "99.bak/model.json", "not even json")     // not a version: ignored
 	write(t, base, "notes.txt", "a file, not a version dir") // ignored
 	m, err := Load(base)
 	if err != nil {
