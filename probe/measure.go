@@ -1,0 +1,633 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/batchtune/batchtune/configs"
+)
+
+// Load is the fixed load of a run: closed loop (Concurrency > 0) or open
+// loop (Rate > 0), never both.
+type Load struct {
+	// Concurrency is the number of requests kept in flight (closed loop).
+	Concurrency int `json:"concurrency,omitempty"`
+	// Rate is the offered rate in requests per second (open loop). Each
+	// request's latency counts from its intended send time.
+	Rate float64 `json:"rate,omitempty"`
+	// Poisson spaces open-loop requests as a Poisson process (seeded by
+	// Seed) instead of evenly.
+	Poisson bool   `json:"poisson,omitempty"`
+	Seed    uint64 `json:"seed,omitempty"`
+	// MaxWorkers bounds the open-loop requests in flight, DefaultMaxWorkers
+	// when 0. Workers are added only when a request falls due and none is
+	// idle.
+	MaxWorkers int `json:"max_workers,omitempty"`
+}
+
+// DefaultMaxWorkers bounds open-loop concurrency unless Load says otherwise.
+const DefaultMaxWorkers = 4096
+
+// Open reports whether l is an open-loop load.
+func (l Load) Open() bool { return l.Rate > 0 }
+
+func (l Load) String() string {
+	if l.Open() {
+		s := fmt.Sprintf("open loop %g req/s", l.Rate)
+		if l.Poisson {
+			s += " (Poisson)"
+		}
+		return s
+	}
+	return fmt.Sprintf("closed loop, concurrency %d", l.Concurrency)
+}
+
+func (l Load) problems(ps *configs.Problems) {
+	switch {
+	case l.Concurrency > 0 && l.Rate > 0:
+		ps.Add("load", "give concurrency (closed loop) or rate (open loop), not both")
+	case l.Concurrency < 0:
+		ps.Add("load.concurrency", "must be >= 1, got %d", l.Concurrency)
+	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
+		ps.Add("load.rate", "must be a positive number of requests per second, got %g", l.Rate)
+	case l.Concurrency == 0 && l.Rate == 0:
+		ps.Add("load", "give concurrency (closed loop) or rate (open loop)")
+	}
+	if l.MaxWorkers < 0 {
+		ps.Add("load.max_workers", "must be >= 1, got %d", l.MaxWorkers)
+	}
+}
+
+func (l Load) pacer() Pacer {
+	if l.Poisson {
+		return NewPoissonPacer(l.Rate, l.Seed)
+	}
+	return ConstantPacer{Freq: l.Rate}
+}
+
+// Phase names what a run is doing, for progress displays.
+type Phase string
+
+// Phases.
+const (
+	PhaseWarming   Phase = "warming"
+	PhaseMeasuring Phase = "measuring"
+	PhaseDraining  Phase = "draining"
+)
+
+// Progress is a progress report. The hook is called on the goroutine that
+// called Warmup or Measure, once a second and at phase changes; it must
+// return quickly.
+type Progress struct {
+	Phase    Phase         `json:"phase"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+	OK       int64         `json:"ok"`
+	Errors   int64         `json:"errors"`
+	QPS      float64       `json:"qps"` // successful responses in the last whole second
+	P99      time.Duration `json:"p99_ns"`
+	InFlight int           `json:"in_flight"`
+}
+
+// MeasureOptions configures Measure. Zero fields take the defaults named.
+//
+// The stopping rule. The run is cut into windows of at least Window that
+// hold at least 100 successful requests each (so that a window's P99 is
+// not just its maximum). After at least MinDuration, at each window close,
+// the run stops as stable when all of these hold over the n >= MinWindows
+// windows so far:
+//
+//  1. throughput: the 95% Student-t confidence interval of the mean window
+//     throughput is within ±ThroughputTolerance of that mean;
+//  2. P99 drift: the 95% Student-t interval of the mean of the windows'
+//     P99s is within ±P99Tolerance of that mean (batch means: it catches
+//     trends and correlated stretches that pooled counts would hide);
+//  3. P99 precision: the distribution-free 95% interval of the pooled P99,
+//     between the order statistics at ranks n(0.99 ∓ 1.96·sqrt(0.0099/n)),
+//     is within ±P99Tolerance of it.
+//
+// perf_analyzer accepts a run when 3 windows agree within 10%: its verdict
+// ignores how many windows there are and how they vary, while a confidence
+// interval narrows only with evidence, and the P99 conditions bound the
+// figure a tuner compares. When MaxDuration comes first the run stops with
+// StopMaxDuration; the Result's Stability says how close it came.
+//
+// Early stop on a certain SLO breach is checked every 50 ms tick; see SLO
+// and StopSLOBreach/StopErrorBudget.
+type MeasureOptions struct {
+	MinDuration time.Duration // default 5s
+	MaxDuration time.Duration // default 60s
+	Window      time.Duration // default 1s; whole seconds
+	MinWindows  int           // default 5
+
+	ThroughputTolerance float64 // default 0.03 (±3%)
+	P99Tolerance        float64 // default 0.10 (±10%)
+
+	// SLO enables the early stop on a certain breach; nil disables it.
+	SLO *SLO
+
+	// DrainTimeout is how long requests in flight at the stop may finish;
+	// those still running then are cancelled and counted as unfinished,
+	// with their time so far recorded as a lower bound. Default 2s.
+	DrainTimeout time.Duration
+
+	// The invalid-measurement guard. MaxPacingLag bounds the open-loop P99
+	// of (actual send - intended send) while workers were available
+	// (default 10ms); MaxCPU bounds the generator process's CPU time over
+	// the run as a share of GOMAXPROCS cores (default 0.9).
+	MaxPacingLag time.Duration
+	MaxCPU       float64
+
+	// Progress, when set, receives progress reports.
+	Progress func(Progress)
+}
+
+func (o *MeasureOptions) withDefaults() MeasureOptions {
+	var m MeasureOptions
+	if o != nil {
+		m = *o
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&m.MinDuration, 5*time.Second)
+	def(&m.MaxDuration, 60*time.Second)
+	def(&m.Window, time.Second)
+	def(&m.DrainTimeout, 2*time.Second)
+	def(&m.MaxPacingLag, 10*time.Millisecond)
+	if m.MinWindows == 0 {
+		m.MinWindows = 5
+	}
+	if m.ThroughputTolerance == 0 {
+		m.ThroughputTolerance = 0.03
+	}
+	if m.P99Tolerance == 0 {
+		m.P99Tolerance = 0.10
+	}
+	if m.MaxCPU == 0 {
+		m.MaxCPU = 0.9
+	}
+	return m
+}
+
+func (m MeasureOptions) problems(ps *configs.Problems) {
+	if m.MinDuration < 0 {
+		ps.Add("min_duration", "must be >= 0, got %s", m.MinDuration)
+	}
+	if m.MaxDuration < time.Second {
+		ps.Add("max_duration", "must be >= 1s, got %s", m.MaxDuration)
+	}
+	if m.MinDuration > m.MaxDuration {
+		ps.Add("min_duration", "%s is over max_duration %s", m.MinDuration, m.MaxDuration)
+	}
+	if m.Window < time.Second || m.Window%time.Second != 0 {
+		ps.Add("window", "must be a whole number of seconds, got %s", m.Window)
+	}
+	if m.MinWindows < 2 {
+		ps.Add("min_windows", "must be >= 2, got %d", m.MinWindows)
+	}
+	if !(m.ThroughputTolerance > 0 && m.ThroughputTolerance < 1) {
+		ps.Add("throughput_tolerance", "must be in (0, 1), got %g", m.ThroughputTolerance)
+	}
+	if !(m.P99Tolerance > 0 && m.P99Tolerance < 1) {
+		ps.Add("p99_tolerance", "must be in (0, 1), got %g", m.P99Tolerance)
+	}
+	if m.SLO != nil {
+		if m.SLO.Latency < 0 {
+			ps.Add("slo.latency", "must be >= 0, got %s", m.SLO.Latency)
+		}
+		if q := m.SLO.Quantile; q != 0 && !(q > 0.5 && q < 1) {
+			ps.Add("slo.quantile", "must be in (0.5, 1), got %g", q)
+		}
+		if m.SLO.ErrorRate < 0 || math.IsNaN(m.SLO.ErrorRate) {
+			ps.Add("slo.error_rate", "must be a fraction >= 0, got %g", m.SLO.ErrorRate)
+		}
+	}
+	if m.DrainTimeout < 0 {
+		ps.Add("drain_timeout", "must be >= 0, got %s", m.DrainTimeout)
+	}
+	if m.MaxPacingLag < 0 {
+		ps.Add("max_pacing_lag", "must be >= 0, got %s", m.MaxPacingLag)
+	}
+	if !(m.MaxCPU > 0 && m.MaxCPU <= 1) {
+		ps.Add("max_cpu", "must be in (0, 1], got %g", m.MaxCPU)
+	}
+}
+
+// runSpec is what differs between a warmup and a measurement.
+type runSpec struct {
+	load      Load
+	phase     Phase
+	bucket    time.Duration
+	windowLen time.Duration
+	sloNS     int64
+	drain     time.Duration
+	progress  func(Progress)
+	// decide is asked every tick whether to stop.
+	decide func(now int64, a *aggregator, slowInFlight int, windowClosed bool) (StopReason, string)
+}
+
+type runOut struct {
+	e          *engine
+	a          *aggregator
+	reason     StopReason
+	detail     string
+	stopAt     int64
+	peakWorker int
+	cause      error
+}
+
+// run drives one load run on the calling goroutine: it starts the workers,
+// collects and aggregates every tick, asks spec.decide whether to stop,
+// then drains, cancels what is left and flushes the aggregate.
+func (c *Client) run(ctx context.Context, spec runSpec) runOut {
+	e := newEngine(ctx, c.snd, len(c.reqs))
+	e.timeout = c.o.RequestTimeout
+	a := newAggregator(spec.bucket, spec.load.Open(), time.Duration(spec.sloNS), spec.windowLen)
+	if spec.load.Open() {
+		mw := spec.load.MaxWorkers
+		if mw == 0 {
+			mw = DefaultMaxWorkers
+		}
+		e.startOpen(spec.load.pacer(), max(8, c.o.Connections), mw)
+	} else {
+		e.startClosed(spec.load.Concurrency)
+	}
+	out := runOut{e: e, a: a}
+	report := func(phase Phase, now int64, inFlight int) {
+		if spec.progress == nil {
+			return
+		}
+		p := Progress{Phase: phase, Elapsed: time.Duration(now), OK: a.byCode[codes.OK], Errors: a.failed(),
+			P99: usToDur(a.latency.ValueAtQuantile(99)), InFlight: inFlight}
+		if n := len(a.series); n > 0 {
+			p.QPS = float64(a.series[n-1].OK) / spec.bucket.Seconds()
+		}
+		spec.progress(p)
+	}
+	report(spec.phase, 0, 0)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for out.reason == "" {
+		select {
+		case <-ticker.C:
+		case <-ctx.Done():
+			out.reason, out.detail, out.cause = StopCancelled, context.Cause(ctx).Error(), context.Cause(ctx)
+			continue
+		}
+		now := e.now()
+		e.collect(a)
+		busy, slowInFlight := e.census(now, spec.sloNS)
+		workers := e.workers()
+		out.peakWorker = max(out.peakWorker, workers)
+		finalised, closed := a.advance(now, e.dispatched.Load(), busy, workers)
+		if finalised {
+			report(spec.phase, now, busy)
+		}
+		out.reason, out.detail = spec.decide(now, a, slowInFlight, closed)
+	}
+	out.stopAt = e.now()
+	a.stopAt = out.stopAt
+	e.stop()
+
+	// Drain: let requests in flight finish (unless the caller gave up).
+	report(PhaseDraining, out.stopAt, 0)
+	allDone := make(chan struct{})
+	go func() { e.wg.Wait(); close(allDone) }()
+	drain := time.NewTimer(spec.drain)
+	defer drain.Stop()
+	if out.reason == StopCancelled {
+		e.abort()
+	}
+	ctxDone := ctx.Done()
+drainLoop:
+	for {
+		select {
+		case <-allDone:
+			break drainLoop
+		case <-ticker.C:
+			e.collect(a)
+		case <-drain.C:
+			e.abort()
+		case <-ctxDone:
+			e.abort()
+			ctxDone = nil
+		}
+	}
+	e.collect(a)
+	a.flush(e.dispatched.Load())
+	e.cancel()
+	out.peakWorker = max(out.peakWorker, e.workers())
+	return out
+}
+
+// upperHits counts the requests an open-loop schedule sends before d (0
+// when there are too many to count).
+func upperHits(p Pacer, d time.Duration) int64 {
+	const limit = 50_000_000
+	var n uint64
+	for ; n < limit; n++ {
+		wait, stop := p.Pace(0, n)
+		if stop || wait >= d {
+			return int64(n)
+		}
+	}
+	return 0
+}
+
+// Measure runs the load until the stopping rule, an SLO breach, MaxDuration
+// or ctx says stop, and returns the Result. Warmup should come first: every
+// request of this call counts. Bad options return an error wrapping
+// ErrBadOptions and naming each bad field. When ctx ends, Measure returns
+// promptly with the partial Result (invalid, StopCancelled) and an error
+// wrapping context.Cause(ctx).
+func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Result, error) {
+	m := o.withDefaults()
+	var ps configs.Problems
+	load.problems(&ps)
+	m.problems(&ps)
+	if err := ps.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	c.log.Debug("probe: measure start", "model", c.t.Model, "load", load.String())
+	r := &Result{Load: load, Transport: c.o.Transport, Connections: c.o.Connections, SLO: m.SLO}
+	if load.Open() {
+		r.OfferedRate = load.Rate
+	}
+	before, scrapeErr := c.scrape(ctx)
+
+	var upper int64
+	if load.Open() {
+		upper = upperHits(load.pacer(), m.MaxDuration)
+	}
+	var sloNS int64
+	if m.SLO != nil {
+		sloNS = int64(m.SLO.Latency)
+	}
+	rule := stabilityRule{minWindows: m.MinWindows, tolT: m.ThroughputTolerance, tolP: m.P99Tolerance}
+	var last Stability
+	spec := runSpec{
+		load: load, phase: PhaseMeasuring, bucket: time.Second, windowLen: m.Window, sloNS: sloNS,
+		drain: m.DrainTimeout, progress: m.Progress,
+		decide: func(now int64, a *aggregator, slowInFlight int, closed bool) (StopReason, string) {
+			judged := a.byCode[codes.OK] + a.unfinished + int64(slowInFlight)
+			if why, detail := breachCheck(m.SLO, judged, a.slow+int64(slowInFlight), a.completed(), a.failed(), upper); why != "" {
+				return why, detail
+			}
+			if closed {
+				last = rule.evaluate(a.windows, a.latency)
+				if last.Stable && now >= int64(m.MinDuration) {
+					return StopStable, fmt.Sprintf("throughput %.1f ± %.1f req/s, P99 %s (95%% interval %s..%s) over %d windows",
+						last.ThroughputMean, last.ThroughputHalfWidth, usToDur(a.latency.ValueAtQuantile(99)), last.P99Low, last.P99High, last.Windows)
+				}
+			}
+			if now >= int64(m.MaxDuration) {
+				return StopMaxDuration, "not stable by max duration: " + firstNonEmpty(last.Unmet, "no window closed")
+			}
+			return "", ""
+		},
+	}
+	cpu0, cpuOK := processCPU()
+	out := c.run(ctx, spec)
+	cpu1, _ := processCPU()
+	a := out.a
+	if out.reason != StopStable {
+		last = rule.evaluate(a.windows, a.latency)
+	}
+
+	r.StopReason, r.StopDetail = out.reason, out.detail
+	r.Duration = time.Duration(out.stopAt)
+	r.OK = a.byCode[codes.OK]
+	r.Requests = a.completed()
+	r.Unfinished = a.unfinished
+	for code, n := range a.byCode {
+		if code != int(codes.OK) && n > 0 {
+			if r.Errors == nil {
+				r.Errors = map[string]int64{}
+			}
+			r.Errors[codes.Code(code).String()] = n
+		}
+	}
+	if r.Requests > 0 {
+		r.ErrorRate = float64(a.failed()) / float64(r.Requests)
+	}
+	if secs := r.Duration.Seconds(); secs > 0 {
+		r.QPS = float64(a.okInRun) / secs
+		if load.Open() {
+			r.SentRate = float64(out.e.dispatched.Load()) / secs
+		}
+	}
+	r.Latency = percentiles(a.latency)
+	r.ServiceTime = percentiles(a.service)
+	r.Stability = last
+	r.Series = a.series
+	g := &r.Generator
+	g.Cores = runtime.GOMAXPROCS(0)
+	g.PeakWorkers = out.peakWorker
+	if cpuOK {
+		g.CPU = cpu1 - cpu0
+		if r.Duration > 0 {
+			g.CPUUtil = g.CPU.Seconds() / (r.Duration.Seconds() * float64(g.Cores))
+		}
+		if r.Requests > 0 {
+			g.CPUPerRequest = g.CPU / time.Duration(r.Requests)
+		}
+	}
+	if load.Open() {
+		g.WorkerBound = load.MaxWorkers
+		if g.WorkerBound == 0 {
+			g.WorkerBound = DefaultMaxWorkers
+		}
+		g.BoundWaits = out.e.boundHits.Load()
+		if a.lag.TotalCount() > 0 {
+			g.LagP50 = usToDur(a.lag.ValueAtQuantile(50))
+			g.LagP99 = usToDur(a.lag.ValueAtQuantile(99))
+			g.LagMax = usToDur(a.lag.Max())
+		}
+	}
+
+	// Validity: only the generator's own failings invalidate a run.
+	r.Valid = true
+	r.RateKept = true
+	var invalid []string
+	if out.reason == StopCancelled {
+		invalid = append(invalid, "cancelled: "+out.detail)
+	}
+	if !cpuOK {
+		g.Note = "process CPU time is not available on this platform; the CPU guard was skipped"
+	} else if g.CPUUtil > m.MaxCPU {
+		invalid = append(invalid, fmt.Sprintf("generator CPU saturated: %.2f of %d cores (%.0f%% > %.0f%%)",
+			g.CPU.Seconds()/r.Duration.Seconds(), g.Cores, 100*g.CPUUtil, 100*m.MaxCPU))
+	}
+	if load.Open() {
+		if g.BoundWaits > 0 {
+			r.RateKept = false
+			r.RateNote = fmt.Sprintf("%d requests waited for a worker: all %d were busy (the server fell behind the offered rate; their wait counts in the latency)",
+				g.BoundWaits, g.WorkerBound)
+		} else {
+			if g.LagP99 > m.MaxPacingLag {
+				invalid = append(invalid, fmt.Sprintf("pacing lag P99 %s > %s with workers free: the generator could not send on time", g.LagP99, m.MaxPacingLag))
+			}
+			// The schedule says how many requests were due by the stop;
+			// falling behind it by more than 1% (or 2 requests, for short
+			// runs) with workers free is the generator's failure.
+			due := upperHits(load.pacer(), r.Duration)
+			if sent := out.e.dispatched.Load(); due-sent > max(2, due/100) && out.reason != StopCancelled {
+				r.RateKept = false
+				invalid = append(invalid, fmt.Sprintf("offered rate not kept: sent %d of the %d requests due (%.1f of %g req/s) with workers free",
+					sent, due, r.SentRate, load.Rate))
+			}
+		}
+	}
+	if len(invalid) > 0 {
+		r.Valid = false
+		r.InvalidReason = strings.Join(invalid, "; ")
+	}
+
+	after, scrapeErr2 := c.scrape(ctx)
+	switch {
+	case scrapeErr != nil:
+		r.Server.Error = scrapeErr.Error()
+	case scrapeErr2 != nil:
+		r.Server.Error = scrapeErr2.Error()
+	case before != nil && after != nil:
+		r.Server = DeltaMetrics(before, after, c.t.Model)
+	default:
+		r.Server.Error = "not scraped: no metrics URL (give the REST address or a metrics URL)"
+	}
+	c.log.Debug("probe: measure end", "model", c.t.Model, "stop", r.StopReason, "qps", r.QPS, "p99", r.Latency.P99, "valid", r.Valid)
+	if out.cause != nil {
+		return r, fmt.Errorf("probe: measurement cancelled: %w", out.cause)
+	}
+	return r, nil
+}
+
+func (c *Client) scrape(ctx context.Context) (*MetricsSnapshot, error) {
+	if c.metricsURL == "" {
+		return nil, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return Scrape(sctx, c.http, c.metricsURL)
+}
+
+// WarmupOptions configures Warmup. Zero fields take the defaults named;
+// the zero value warms up until latency settles.
+type WarmupOptions struct {
+	// Requests is the fewest successful requests to send; 0 requires none.
+	Requests int64
+	// UntilSettled keeps warming, after Requests, until latency settles.
+	// It is implied when Requests is 0.
+	UntilSettled bool
+	// MaxDuration caps the warmup; default 30s. Reaching it is not an
+	// error: WarmupResult.Settled says whether latency settled.
+	MaxDuration time.Duration
+	// MinDuration is the shortest warmup that waits for settling; default 1s.
+	MinDuration time.Duration
+	// Bucket is the length over which each median is taken; default 250ms.
+	Bucket time.Duration
+	// Tolerance: latency has settled when the medians of the last three
+	// buckets (each with >= 10 successful requests) lie within ±Tolerance
+	// of their mean; default 0.10.
+	Tolerance float64
+	Progress  func(Progress)
+}
+
+// WarmupResult says how a warmup went. Its requests count in no figure of
+// a later Measure.
+type WarmupResult struct {
+	Requests   int64           `json:"requests"`
+	Errors     int64           `json:"errors"`
+	Duration   time.Duration   `json:"duration_ns"`
+	Settled    bool            `json:"settled"`
+	StopReason StopReason      `json:"stop_reason"`
+	Medians    []time.Duration `json:"medians_ns"` // per bucket, the curve that settled
+}
+
+// Warmup sends the load until opts.Requests have succeeded and, when asked
+// (or when no count is given), latency has settled; after one checked request: a payload the server rejects fails here with
+// ErrRequestsFail and the server's words, as does a warmup in which every
+// request failed.
+func (c *Client) Warmup(ctx context.Context, load Load, o *WarmupOptions) (*WarmupResult, error) {
+	var w WarmupOptions
+	if o != nil {
+		w = *o
+	}
+	if w.MaxDuration == 0 {
+		w.MaxDuration = 30 * time.Second
+	}
+	if w.MinDuration == 0 {
+		w.MinDuration = time.Second
+	}
+	if w.Bucket == 0 {
+		w.Bucket = 250 * time.Millisecond
+	}
+	if w.Tolerance == 0 {
+		w.Tolerance = 0.10
+	}
+	var ps configs.Problems
+	load.problems(&ps)
+	if w.Requests < 0 {
+		ps.Add("warmup.requests", "must be >= 0, got %d", w.Requests)
+	}
+	if w.Bucket < tick {
+		ps.Add("warmup.bucket", "must be >= %s, got %s", tick, w.Bucket)
+	}
+	if !(w.Tolerance > 0 && w.Tolerance < 1) {
+		ps.Add("warmup.tolerance", "must be in (0, 1), got %g", w.Tolerance)
+	}
+	if w.MinDuration > w.MaxDuration {
+		ps.Add("warmup.min_duration", "%s is over max_duration %s", w.MinDuration, w.MaxDuration)
+	}
+	if err := ps.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	if err := c.Check(ctx); err != nil {
+		return nil, err
+	}
+	untilSettled := w.UntilSettled || w.Requests == 0
+	spec := runSpec{
+		load: load, phase: PhaseWarming, bucket: w.Bucket, drain: 2 * time.Second, progress: w.Progress,
+		decide: func(now int64, a *aggregator, _ int, _ bool) (StopReason, string) {
+			if a.byCode[codes.OK] >= w.Requests {
+				if !untilSettled {
+					return StopWarmupCount, ""
+				}
+				if now >= int64(w.MinDuration) && settled(a.lastP50s(10), w.Tolerance) {
+					return StopWarmedUp, ""
+				}
+			}
+			if now >= int64(w.MaxDuration) {
+				return StopMaxDuration, ""
+			}
+			return "", ""
+		},
+	}
+	out := c.run(ctx, spec)
+	a := out.a
+	res := &WarmupResult{
+		Requests: a.completed(), Errors: a.failed(), Duration: time.Duration(out.stopAt),
+		StopReason: out.reason, Settled: out.reason == StopWarmedUp || out.reason == StopWarmupCount,
+		Medians: a.lastP50s(1),
+	}
+	if out.cause != nil {
+		return res, fmt.Errorf("probe: warmup cancelled: %w", out.cause)
+	}
+	if res.Requests > 0 && res.Errors == res.Requests {
+		var codesSeen []string
+		for code, n := range a.byCode {
+			if n > 0 {
+				codesSeen = append(codesSeen, fmt.Sprintf("%s ×%d", codes.Code(code), n))
+			}
+		}
+		return res, fmt.Errorf("%w: warmup: all %d requests failed (%s)", ErrRequestsFail, res.Requests, strings.Join(codesSeen, ", "))
+	}
+	return res, nil
+}
