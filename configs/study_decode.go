@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -284,6 +285,10 @@ func (d *decoder) free(n *yaml.Node, v reflect.Value, path string) {
 		var x any
 		if err := n.Decode(&x); err != nil {
 			d.add(path, n.Line, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+			return
+		}
+		if f, ok := x.(float64); ok && (math.IsInf(f, 0) || math.IsNaN(f)) {
+			d.add(path, n.Line, "must be a finite number, got %s", n.Value)
 			return
 		}
 		if x != nil {

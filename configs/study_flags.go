@@ -17,7 +17,7 @@ var serverFlags = []string{
 	"enable_batching",
 	"enable_grpc_healthcheck_service",
 	"enable_model_warmup",
-	"enable_per_model_batching_params",
+	"enable_per_model_batching_parameters",
 	"enable_profiler",
 	"enable_signature_method_name_check",
 	"file_system_poll_wait_seconds",
@@ -57,6 +57,7 @@ var serverFlags = []string{
 	"thread_pool_factory_config_file",
 	"use_alts_credentials",
 	"use_tflite_model",
+	"version",
 	"xla_cpu_compilation_enabled",
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,9 @@ func TestParseStudyProblems(t *testing.T) {
 		// Space syntax: unknown keys inside a parameter, a parameter twice.
 		{"space syntax", minimal + "space:\n  max_batch_size: {values: [1, 2], scael: log}\n  max_batch_size: {values: [4]}\n",
 			[]string{`9 space.max_batch_size.scael: unknown key (did you mean "scale"?)`, "10 space.max_batch_size: is declared twice (first on line 9)"}},
+		// Strategy settings are free-form but must stay encodable.
+		{"infinite setting", minimal + "search:\n  settings: {xi: .inf, list: [1, .nan]}\n",
+			[]string{"9 search.settings.xi: must be a finite number, got .inf", "9 search.settings.list[1]: must be a finite number, got .nan"}},
 		// An empty document says what it needs.
 		{"empty", "", []string{"1 : the study is empty"}},
 		// YAML syntax errors keep their line.
@@ -457,5 +461,34 @@ func TestAliasBomb(t *testing.T) {
 	_, err := ParseStudy("study.yaml", []byte(doc))
 	if err == nil || !strings.Contains(err.Error(), "the study expands to more than") {
 		t.Fatalf("got %v, want the expansion refused", err)
+	}
+}
+
+// TestServerFlags: the flag list stays sorted (IsServerFlag searches it)
+// and every flag batchtune owns is a real flag.
+func TestServerFlags(t *testing.T) {
+	if !slices.IsSorted(serverFlags) {
+		t.Fatal("serverFlags is not sorted")
+	}
+	for name := range ownedFlags {
+		if !IsServerFlag(name) {
+			t.Errorf("owned flag %s is not in serverFlags", name)
+		}
+	}
+	for _, tt := range []struct {
+		flag string
+		name string
+		ok   bool
+	}{
+		{"--port=8500", "port", true},                  // with a value
+		{"--enable_batching", "enable_batching", true}, // a bare bool
+		{"-port=1", "", false},                         // one dash
+		{"--Port=1", "", false},                        // upper case
+		{"port=1", "", false},                          // no dashes
+	} {
+		name, ok := FlagName(tt.flag)
+		if name != tt.name || ok != tt.ok {
+			t.Errorf("FlagName(%q) = %q, %v; want %q, %v", tt.flag, name, ok, tt.name, tt.ok)
+		}
 	}
 }
