@@ -740,6 +740,7 @@ type template struct {
 	hostREST int
 	hostIP   string
 	hostNet  bool
+	sourceID string // the existing container the template was taken from
 }
 
 // imageTemplate is the template for a trial container made from an image.
@@ -826,22 +827,30 @@ func (t *template) build(r *Runtime, cfg runtime.Config, dir string, grpcHost, r
 	if len(t.networks) > 0 {
 		netcfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{}}
 		for name, es := range t.networks {
-			netcfg.EndpointsConfig[name] = endpointConfig(es)
+			netcfg.EndpointsConfig[name] = endpointConfig(es, t.sourceID)
 		}
 	}
 	return &c, &h, netcfg
 }
 
-// endpointConfig keeps the configured part of an endpoint (aliases, links,
-// a static address), not what the engine filled in for the running one.
-func endpointConfig(es *network.EndpointSettings) *network.EndpointSettings {
+// endpointConfig keeps the configured part of an endpoint of container id
+// (aliases, links, a static address), not what the engine filled in for the
+// running one: its addresses, and the alias it adds itself, the short ID.
+func endpointConfig(es *network.EndpointSettings, id string) *network.EndpointSettings {
 	if es == nil {
 		return &network.EndpointSettings{}
+	}
+	var aliases []string
+	for _, a := range es.Aliases {
+		if len(a) >= 12 && strings.HasPrefix(id, a) {
+			continue
+		}
+		aliases = append(aliases, a)
 	}
 	return &network.EndpointSettings{
 		IPAMConfig: es.IPAMConfig,
 		Links:      es.Links,
-		Aliases:    es.Aliases,
+		Aliases:    aliases,
 		DriverOpts: es.DriverOpts,
 		GwPriority: es.GwPriority,
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
 	"github.com/google/go-cmp/cmp"
 
@@ -41,6 +42,12 @@ type userContainer struct {
 // its own batching.config and flags, an environment variable, a label, a
 // read-only model mount and fixed published ports.
 func startUser(t *testing.T, autoRemove bool) userContainer {
+	return startUserOn(t, autoRemove, "")
+}
+
+// startUserOn starts the user's container on a named network (with an
+// alias), or on the engine's default one when netName is "".
+func startUserOn(t *testing.T, autoRemove bool, netName string) userContainer {
 	t.Helper()
 	cli := engine(t)
 	u := userContainer{name: "batchtune-test-user-" + randHex(4), modelDir: modelDir(t), autoRmove: autoRemove}
@@ -55,6 +62,12 @@ func startUser(t *testing.T, autoRemove bool) userContainer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var netcfg *network.NetworkingConfig
+	if netName != "" {
+		netcfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			netName: {Aliases: []string{"tfserving"}},
+		}}
+	}
 	created, err := cli.ContainerCreate(ctx, &container.Config{
 		Image:        fakeImage(t),
 		Env:          []string{"MODEL_NAME=fake", "MODEL_BASE_PATH=/models", "USER_SETTING=kept"},
@@ -69,7 +82,7 @@ func startUser(t *testing.T, autoRemove bool) userContainer {
 		},
 		AutoRemove:    autoRemove,
 		RestartPolicy: restart,
-	}, nil, nil, u.name)
+	}, netcfg, nil, u.name)
 	if err != nil {
 		t.Fatalf("creating the user's container: %v", err)
 	}
@@ -128,6 +141,7 @@ type view struct {
 	AutoRemove    bool
 	RestartPolicy string
 	NetworkMode   string
+	Networks      map[string][]string // network: aliases the user gave
 }
 
 func inspectView(t *testing.T, name string) (view, container.InspectResponse) {
@@ -152,7 +166,28 @@ func inspectView(t *testing.T, name string) (view, container.InspectResponse) {
 		AutoRemove:    info.HostConfig.AutoRemove,
 		RestartPolicy: string(info.HostConfig.RestartPolicy.Name),
 		NetworkMode:   string(info.HostConfig.NetworkMode),
+		Networks:      networks(info),
 	}, info
+}
+
+// networks lists the networks a container is on with the aliases it was
+// given (not the engine's own: its ID, which changes on recreation).
+func networks(info container.InspectResponse) map[string][]string {
+	out := map[string][]string{}
+	if info.NetworkSettings == nil {
+		return out
+	}
+	for name, es := range info.NetworkSettings.Networks {
+		var aliases []string
+		for _, a := range es.Aliases {
+			if !strings.HasPrefix(info.ID, a) {
+				aliases = append(aliases, a)
+			}
+		}
+		slices.Sort(aliases)
+		out[name] = aliases
+	}
+	return out
 }
 
 func running(t *testing.T, name string) (exists, isRunning bool) {
@@ -283,6 +318,57 @@ func TestExisting(t *testing.T) {
 			if err := rt.Restore(ctx); err != nil {
 				t.Errorf("second Restore: %v", err)
 			}
+		})
+	}
+}
+
+// TestExistingOnNetwork: a user's container on a named network, with an
+// alias other services use, is tuned on that network and comes back on it,
+// also when it is recreated.
+func TestExistingOnNetwork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs without -short")
+	}
+	cli := engine(t)
+	netName := "batchtune-test-net-" + randHex(4)
+	if _, err := cli.NetworkCreate(context.Background(), netName, network.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.NetworkRemove(context.Background(), netName) })
+	for _, autoRemove := range []bool{false, true} {
+		t.Run("autoremove="+strconv.FormatBool(autoRemove), func(t *testing.T) {
+			u := startUserOn(t, autoRemove, netName)
+			before, info := inspectView(t, u.name)
+			if _, ok := before.Networks[netName]; !ok || !slices.Contains(before.Networks[netName], "tfserving") {
+				t.Fatalf("the user's container is not on %s with its alias: %v", netName, before.Networks)
+			}
+			dir := t.TempDir()
+			rt := newRuntime(t, existingOptions(t, dir, u))
+			ctx := context.Background()
+			if err := rt.Recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cfg := runtime.Config{Batching: testenv.GoodBatching}
+			srv, err := rt.Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := runtime.WaitPorts(ctx, srv); err != nil {
+				t.Fatalf("WaitPorts: %v\n%s", err, srv.Exit().Log)
+			}
+			checkTrial(t, u, srv, cfg)
+			id, _ := docker.ContainerID(srv)
+			trial, err := cli.ContainerInspect(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := networks(trial); !slices.Contains(got[netName], "tfserving") {
+				t.Errorf("the trial is not on %s with the user's alias: %v", netName, got)
+			}
+			if err := rt.Restore(ctx); err != nil {
+				t.Fatalf("Restore: %v", err)
+			}
+			checkRestored(t, dir, u, before, info.ID, !autoRemove)
 		})
 	}
 }

@@ -162,7 +162,7 @@ func (r *Runtime) putBack(ctx context.Context, snap *snapshot) error {
 		if old.NetworkSettings != nil && len(old.NetworkSettings.Networks) > 0 {
 			netcfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{}}
 			for name, es := range old.NetworkSettings.Networks {
-				netcfg.EndpointsConfig[name] = endpointConfig(es)
+				netcfg.EndpointsConfig[name] = endpointConfig(es, snap.ID)
 			}
 		}
 		created, err := r.cli.ContainerCreate(cctx, old.Config, old.HostConfig, netcfg, nil, snap.Name)
@@ -201,6 +201,7 @@ func (r *Runtime) existingTemplate(info container.InspectResponse) (*template, e
 		grpcPort: o.ContainerGRPCPort,
 		restPort: o.ContainerRESTPort,
 		hostIP:   o.HostIP,
+		sourceID: info.ID,
 	}
 	t.config.Image = info.Image
 	if o.Image != "" {
