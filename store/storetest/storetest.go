@@ -1,5 +1,3 @@
-// Package storetest opens throwaway stores for tests and checks their
-// integrity when the test ends.
 package storetest
 
 import (
