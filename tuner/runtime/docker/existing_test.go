@@ -373,6 +373,47 @@ func TestExistingOnNetwork(t *testing.T) {
 	}
 }
 
+// TestProduction reads the user's configuration, the tuner's baseline,
+// from the container before and after it is stopped for tuning.
+func TestProduction(t *testing.T) {
+	u := startUser(t, false)
+	dir := t.TempDir()
+	rt := newRuntime(t, existingOptions(t, dir, u))
+	ctx := context.Background()
+	if err := rt.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Restore(ctx)
+	want := docker.Production{
+		Args:         []string{"--enable_batching", "--batching_parameters_file=/models/fake/batching.config", "--tensorflow_intra_op_parallelism=1", "--grpc_max_threads=3"},
+		Batching:     []byte(userBatching),
+		BatchingPath: "/models/fake/batching.config",
+	}
+	got, err := rt.Production(ctx)
+	if err != nil {
+		t.Fatalf("Production while it runs: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Production while it runs (-want +got):\n%s", diff)
+	}
+	if _, err := rt.Start(ctx, runtime.Config{Batching: testenv.GoodBatching}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = rt.Production(ctx)
+	if err != nil {
+		t.Fatalf("Production while stopped for tuning: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Production while stopped (-want +got):\n%s", diff)
+	}
+
+	// Without an existing container there is no production to read.
+	plain := newRuntime(t, fakeOptions(t, t.TempDir()))
+	if _, err := plain.Production(ctx); err == nil {
+		t.Error("Production without an existing container: got nil error")
+	}
+}
+
 // TestExistingCancelled: the tuner's context is cancelled (Ctrl-C) while a
 // trial runs; Stop returns at once and Restore, with a fresh context, puts
 // the user's container back.
