@@ -78,6 +78,9 @@ func TestConformanceFake(t *testing.T) {
 // TestConformanceStandIn runs the suite over the process runtime with the
 // project's TF Serving stand-in, bin/tfs-emulator (make build).
 func TestConformanceStandIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the stand-in suite runs without -short; the fake server's covers the mechanics")
+	}
 	root := testenv.RepoRoot(t)
 	bin := filepath.Join(root, "bin", "tfs-emulator")
 	if _, err := os.Stat(bin); err != nil {

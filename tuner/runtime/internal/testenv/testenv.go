@@ -198,8 +198,9 @@ type StandInInfo struct {
 // StandInImage is the image make image builds.
 const StandInImage = "localhost/tfs-emulator:dev"
 
-// StandIn describes the stand-in's first bundled model under
-// configs/models (BATCHTUNE_STANDIN_MODEL picks another).
+// StandIn describes a bundled model of the stand-in under configs/models:
+// BATCHTUNE_STANDIN_MODEL, or the first on the accelerator device model
+// (the one tuning is shown on), or the first.
 func StandIn(t testing.TB, root string) StandInInfo {
 	t.Helper()
 	models := filepath.Join(root, "configs", "models")
@@ -210,9 +211,21 @@ func StandIn(t testing.TB, root string) StandInInfo {
 			Unavailable(t, "stand-in models: %v", err)
 		}
 		for _, e := range entries {
-			if e.IsDir() {
+			if !e.IsDir() {
+				continue
+			}
+			if name == "" {
 				name = e.Name()
-				break
+			}
+			desc, _ := filepath.Glob(filepath.Join(models, e.Name(), "*", "model.json"))
+			if len(desc) > 0 {
+				var m struct {
+					Device string `json:"device"`
+				}
+				if data, err := os.ReadFile(desc[0]); err == nil && json.Unmarshal(data, &m) == nil && m.Device == "accelerator" {
+					name = e.Name()
+					break
+				}
 			}
 		}
 	}
