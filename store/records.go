@@ -213,6 +213,12 @@ type Trial struct {
 	Objective *float64 `json:"objective,omitempty"`
 	Feasible  bool     `json:"feasible"`
 	Summary   Summary  `json:"summary,omitzero"`
+	// Expected is the relative improvement the search strategy expected
+	// when it suggested the configuration (nil when it has no model), and
+	// Why its word for the choice (recipe, expected-improvement, ...):
+	// the stopping rule and a reader of the history both need them.
+	Expected *float64 `json:"expected,omitempty"`
+	Why      string   `json:"why,omitempty"`
 	// Measurement is the probe's full result as JSON; the store keeps it
 	// as it is and never interprets it. It is stored beside the trial:
 	// DB.Trial returns it, listings (Trials, StudyTrials, ResumeRun) leave

@@ -1,0 +1,312 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/search"
+	"github.com/batchtune/batchtune/store"
+	"github.com/batchtune/batchtune/tuner/runtime"
+)
+
+// Candidate is one configuration in the confirmation stage, with its fresh
+// measurements.
+type Candidate struct {
+	// Label says where it came from: "trial 12" (a search trial), "seed
+	// recipe", or "baseline (tf-defaults)".
+	Label  string        `json:"label"`
+	Config []store.Param `json:"config"`
+	// SearchObjective is what the search stage measured: the figure that
+	// made it a candidate, biased upward by having been picked as best.
+	SearchObjective *float64 `json:"search_objective,omitempty"`
+	// Samples are the objective of each confirmation repeat that measured
+	// something; Feasible counts the repeats that met the SLO, of Repeats.
+	Samples  []float64 `json:"samples"`
+	Feasible int       `json:"feasible"`
+	Repeats  int       `json:"repeats"`
+	Estimate Estimate  `json:"estimate"`
+	// Bound is the conservative estimate candidates are ranked by: the
+	// lower confidence bound of the mean objective (the upper one when
+	// smaller is better).
+	Bound float64 `json:"bound"`
+	// Means over the repeats of the server's own figures: the why.
+	P99        time.Duration `json:"p99_ns"`
+	MeanBatch  float64       `json:"mean_batch"`
+	QueueShare float64       `json:"queue_share"`
+	// Reasons lists why repeats failed or broke the SLO.
+	Reasons []string `json:"reasons,omitempty"`
+
+	role   string
+	launch runtime.Config
+}
+
+// Eligible reports whether every repeat ran and met the SLO.
+func (c *Candidate) Eligible() bool { return c.Repeats > 0 && c.Feasible == c.Repeats }
+
+// Confirmation is the confirmation stage's verdict.
+type Confirmation struct {
+	Candidates []Candidate `json:"candidates"`
+	Baseline   Candidate   `json:"baseline"`
+	// Winner indexes Candidates; nil when none was feasible in every repeat.
+	Winner *int `json:"winner,omitempty"`
+	// Gain of the winner over the baseline, nil when the baseline measured
+	// nothing to compare with.
+	Gain *Gain `json:"gain,omitempty"`
+	// Why explains the winner from the server's metrics; Note says what
+	// limits the verdict (an infeasible baseline, too few repeats).
+	Why  string `json:"why,omitempty"`
+	Note string `json:"note,omitempty"`
+}
+
+// WinnerCandidate returns the winner, or nil.
+func (c *Confirmation) WinnerCandidate() *Candidate {
+	if c == nil || c.Winner == nil {
+		return nil
+	}
+	return &c.Candidates[*c.Winner]
+}
+
+// candidates picks the confirmation stage's candidates from the search
+// trials: the top-k distinct feasible configurations by measured objective,
+// then the seeds' recipe when it is not among them. The choice depends only
+// on the stored trials, so a resumed run picks the same.
+func (t *Tuner) candidates(trials []store.Trial) []Candidate {
+	var feasible []store.Trial
+	for _, tr := range trials {
+		if tr.Role == store.RoleSearch && tr.State == store.TrialSucceeded && tr.Feasible && tr.Objective != nil {
+			feasible = append(feasible, tr)
+		}
+	}
+	slices.SortStableFunc(feasible, func(a, b store.Trial) int {
+		switch {
+		case t.better(*a.Objective, *b.Objective):
+			return -1
+		case t.better(*b.Objective, *a.Objective):
+			return 1
+		}
+		return 0
+	})
+	var out []Candidate
+	seen := map[string]bool{}
+	for _, tr := range feasible {
+		if len(out) >= t.study.Confirmation.TopK {
+			break
+		}
+		key := configOf(tr.Config).Key()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		obj := *tr.Objective
+		out = append(out, Candidate{Label: fmt.Sprintf("trial %d", tr.Seq), Config: tr.Config, SearchObjective: &obj,
+			role: store.RoleConfirm, launch: t.launch(configOf(tr.Config))})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	recipe := t.space.Recipe()
+	if !seen[recipe.Key()] && len(t.space.Check(recipe)) == 0 {
+		out = append(out, Candidate{Label: "seed recipe", Config: params(recipe), role: store.RoleConfirm, launch: t.launch(recipe)})
+	}
+	return out
+}
+
+// confirmStage re-measures the candidates and the baseline on fresh
+// restarts, round-robin so that drift over time hits them all alike, and
+// picks the winner by its conservative estimate.
+func (t *Tuner) confirmStage(ctx context.Context, run *store.Run, trials []store.Trial) (*Confirmation, []store.Trial, error) {
+	s := t.study
+	conf := &Confirmation{}
+	cands := t.candidates(trials)
+	if len(cands) == 0 {
+		conf.Note = "no search trial met the SLO; nothing to confirm"
+		return conf, trials, nil
+	}
+	base := Candidate{Label: "baseline (" + t.baseline.label + ")", Config: t.baseline.params, role: store.RoleBaseline, launch: t.baseline.launch}
+	all := append(cands, base)
+	repeats := s.Confirmation.Repeats
+	total := repeats * len(all)
+
+	// done counts the finished confirmation trials of each candidate.
+	key := func(c *Candidate) string { return c.role + "/" + configOf(c.Config).Key() }
+	done := map[string]int{}
+	finished := 0
+	for _, tr := range trials {
+		if (tr.Role == store.RoleConfirm || tr.Role == store.RoleBaseline) && tr.State.Terminal() && tr.State != store.TrialInterrupted {
+			done[tr.Role+"/"+configOf(tr.Config).Key()]++
+			finished++
+		}
+	}
+	t.observe(Event{Time: t.now(), Run: run.ID, Stage: StageConfirm, Total: total,
+		Message: fmt.Sprintf("confirming %d candidates and the baseline, %d repeats each", len(cands), repeats)})
+	for r := range repeats {
+		for i := range all {
+			c := &all[(i+r)%len(all)] // rotate the order each round
+			if done[key(c)] > r {
+				continue
+			}
+			tr := store.Trial{Study: s.Name, Run: run.ID, Role: c.role, Config: c.Config, State: store.TrialSuggested,
+				Why: fmt.Sprintf("confirm %s, repeat %d of %d", c.Label, r+1, repeats)}
+			st := stage{name: StageConfirm, index: finished + 1, total: total}
+			if err := t.put(ctx, &tr, st, true); err != nil {
+				return nil, trials, err
+			}
+			err := t.runTrial(ctx, &tr, c.launch, st)
+			trials = append(trials, tr)
+			if err != nil {
+				return nil, trials, err
+			}
+			done[key(c)]++
+			finished++
+		}
+	}
+
+	// Tally the stage's trials per candidate.
+	level := s.Confirmation.Confidence
+	for i := range all {
+		c := &all[i]
+		var p99, batch, queue float64
+		n := 0
+		for _, tr := range trials {
+			if tr.Role != c.role || configOf(tr.Config).Key() != configOf(c.Config).Key() || !tr.State.Terminal() || tr.State == store.TrialInterrupted {
+				continue
+			}
+			c.Repeats++
+			if tr.State == store.TrialSucceeded && tr.Feasible {
+				c.Feasible++
+			} else if tr.Reason != "" {
+				c.Reasons = append(c.Reasons, fmt.Sprintf("trial %d %s: %s", tr.Seq, tr.State, tr.Reason))
+			}
+			if tr.Objective != nil && tr.State != store.TrialInvalid {
+				c.Samples = append(c.Samples, *tr.Objective)
+				p99 += float64(tr.Summary.P99)
+				batch += tr.Summary.MeanBatch
+				queue += tr.Summary.QueueShare
+				n++
+			}
+		}
+		if n > 0 {
+			c.P99 = time.Duration(p99 / float64(n))
+			c.MeanBatch, c.QueueShare = batch/float64(n), queue/float64(n)
+		}
+		c.Estimate = estimate(c.Samples, level)
+		c.Bound = c.Estimate.Low
+		if !t.maximize() {
+			c.Bound = c.Estimate.High
+		}
+	}
+	cands, base = all[:len(all)-1], all[len(all)-1]
+	conf.Candidates, conf.Baseline = cands, base
+	for i := range cands {
+		c := &cands[i]
+		if !c.Eligible() {
+			continue
+		}
+		if conf.Winner == nil || t.rankBefore(c, &cands[*conf.Winner]) {
+			conf.Winner = &i
+		}
+	}
+	w := conf.WinnerCandidate()
+	if w == nil {
+		conf.Note = "no candidate met the SLO in every confirmation repeat"
+		return conf, trials, nil
+	}
+	var notes []string
+	if len(base.Samples) > 0 {
+		g := gain(w.Samples, base.Samples, t.maximize(), level)
+		conf.Gain = &g
+	} else {
+		notes = append(notes, "the baseline measured nothing to compare with: "+strings.Join(base.Reasons, "; "))
+	}
+	if base.Repeats > 0 && !base.Eligible() && len(base.Samples) > 0 {
+		notes = append(notes, "the baseline itself broke the SLO")
+	}
+	if repeats < 2 {
+		notes = append(notes, "one repeat per candidate gives no confidence interval")
+	}
+	conf.Note = strings.Join(notes, "; ")
+	conf.Why = t.why(w, &base)
+	return conf, trials, nil
+}
+
+func (t *Tuner) maximize() bool { return t.objective.Direction() == search.Maximize }
+
+// rankBefore reports whether a ranks before b: a better conservative
+// bound, then a better mean.
+func (t *Tuner) rankBefore(a, b *Candidate) bool {
+	if a.Bound != b.Bound {
+		return t.better(a.Bound, b.Bound)
+	}
+	return t.better(a.Estimate.Mean, b.Estimate.Mean)
+}
+
+// why explains the winner from TF Serving's own metrics, against the baseline.
+func (t *Tuner) why(w, base *Candidate) string {
+	var parts []string
+	parts = append(parts, fmt.Sprintf("%s: %s", w.Label, t.describeObjective(w)))
+	if w.MeanBatch > 0 {
+		s := fmt.Sprintf("mean batch %.1f", w.MeanBatch)
+		if base.MeanBatch > 0 {
+			s += fmt.Sprintf(" vs %.1f for the baseline", base.MeanBatch)
+		}
+		parts = append(parts, s)
+	}
+	if w.QueueShare > 0 || base.QueueShare > 0 {
+		s := fmt.Sprintf("queueing %.0f%% of server latency", 100*w.QueueShare)
+		if base.Repeats > 0 {
+			s += fmt.Sprintf(" vs %.0f%%", 100*base.QueueShare)
+		}
+		parts = append(parts, s)
+	}
+	if w.P99 > 0 {
+		s := fmt.Sprintf("%s %s", qname(t.study.SLO.Quantile), w.P99.Round(time.Microsecond))
+		if base.P99 > 0 {
+			s += fmt.Sprintf(" vs %s", base.P99.Round(time.Microsecond))
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (t *Tuner) describeObjective(c *Candidate) string {
+	if t.maximize() {
+		return fmt.Sprintf("%.1f req/s (lower bound %.1f)", c.Estimate.Mean, c.Bound)
+	}
+	return fmt.Sprintf("%s %s (upper bound %s)", qname(t.study.SLO.Quantile), secs(c.Estimate.Mean), secs(c.Bound))
+}
+
+func secs(v float64) string {
+	return time.Duration(v * float64(time.Second)).Round(time.Microsecond).String()
+}
+
+// recommend stores the winner as the run's recommendation.
+func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmation) (*store.Recommendation, error) {
+	w := conf.WinnerCandidate()
+	cfg := configOf(w.Config)
+	rec := &store.Recommendation{
+		Study:     t.study.Name,
+		Run:       run.ID,
+		Time:      t.now().UTC(),
+		Config:    w.Config,
+		Batching:  string(configs.EncodeBatching(t.space.Batching(cfg))),
+		Flags:     t.ExportFlags(cfg),
+		Objective: w.Estimate.Mean,
+		Baseline:  conf.Baseline.Label,
+		Accepted:  true,
+		Note:      conf.Why,
+	}
+	if g := conf.Gain; g != nil {
+		rec.Gain, rec.GainLow, rec.GainHigh, rec.Confidence = g.Rel, g.Low, g.High, g.Conf
+	}
+	if conf.Note != "" {
+		rec.Note += " (" + conf.Note + ")"
+	}
+	if err := t.db.AddRecommendation(context.WithoutCancel(ctx), rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}

@@ -1,0 +1,282 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batchtune/batchtune/search"
+	"github.com/batchtune/batchtune/store"
+)
+
+// RunOptions vary one run of a study.
+type RunOptions struct {
+	// Kind is recorded with the run; KindOneShot when empty.
+	Kind store.RunKind
+	// Budget is the search stage's trial budget; the study's
+	// search.trials when 0.
+	Budget int
+}
+
+// Report is what a run found, for people and for the daemon.
+type Report struct {
+	Study   string        `json:"study"`
+	Run     store.Run     `json:"run"`
+	Resumed bool          `json:"resumed"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// StopReason says why the search stage ended.
+	StopReason string `json:"stop_reason"`
+	// Trials is every trial of the run, in order.
+	Trials []store.Trial `json:"trials"`
+	// Confirmation is the confirmation stage's verdict; nil when the run
+	// ended before it (no feasible trial, interrupted).
+	Confirmation *Confirmation `json:"confirmation,omitempty"`
+	// Recommendation is what was recommended and stored; nil when nothing was.
+	Recommendation *store.Recommendation `json:"recommendation,omitempty"`
+	// Exported lists the files written.
+	Exported []string `json:"exported,omitempty"`
+}
+
+// Run runs the study: it resumes the study's unfinished run when there is
+// one (same spec), or starts a new one; searches; confirms; recommends and
+// exports. The server is put back as it was before Run returns, even when
+// ctx is cancelled (ErrInterrupted: the run stays resumable).
+func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error) {
+	started := t.now()
+	if ro.Kind == "" {
+		ro.Kind = store.KindOneShot
+	}
+	budget := ro.Budget
+	if budget == 0 {
+		budget = t.study.Search.Trials
+	}
+	s := t.study
+	if err := t.db.PutStudy(ctx, &store.Study{Name: s.Name, SpecHash: s.Hash(), Spec: string(s.Source)}); err != nil {
+		return nil, err
+	}
+	if err := t.rt.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+		defer cancel()
+		if rerr := t.rt.Restore(rctx); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("runtime restore: %w", rerr))
+		}
+	}()
+
+	run, trials, resumed, err := t.openRun(ctx, ro.Kind, budget)
+	if err != nil {
+		return nil, err
+	}
+	rep = &Report{Study: s.Name, Resumed: resumed}
+	t.log.Info("run started", "run", run.ID, "resumed", resumed, "budget", budget, "strategy", t.strategy.Name())
+	t.observe(Event{Time: t.now(), Run: run.ID, Message: fmt.Sprintf("run %d %s", run.ID, map[bool]string{true: "resumed", false: "started"}[resumed])})
+
+	finish := func(state store.RunState, outcome store.Outcome, detail string) error {
+		run.State, run.Outcome, run.Detail = state, outcome, detail
+		if state != store.RunRunning {
+			run.Ended = t.now().UTC()
+		}
+		if err := t.db.PutRun(context.WithoutCancel(ctx), run); err != nil {
+			return err
+		}
+		rep.Run = *run
+		rep.Elapsed = t.now().Sub(started)
+		if all, err := t.db.Trials(context.WithoutCancel(ctx), s.Name, run.ID); err == nil {
+			rep.Trials = all
+		}
+		return nil
+	}
+
+	trials, rep.StopReason, err = t.searchStage(ctx, run, trials, budget)
+	if err != nil {
+		return t.endWithError(ctx, rep, err, finish)
+	}
+	conf, trials, err := t.confirmStage(ctx, run, trials)
+	if err != nil {
+		return t.endWithError(ctx, rep, err, finish)
+	}
+	rep.Confirmation = conf
+	if conf.Winner == nil {
+		detail := ErrNoFeasible.Error()
+		if conf.Note != "" {
+			detail += ": " + conf.Note
+		}
+		t.log.Warn("run ended without a recommendation", "run", run.ID, "detail", detail)
+		return rep, finish(store.RunFinished, store.OutcomeNoFeasible, detail)
+	}
+	rec, err := t.recommend(ctx, run, conf)
+	if err != nil {
+		return t.endWithError(ctx, rep, err, finish)
+	}
+	rep.Recommendation = rec
+	run.Recommendation = rec.Seq
+	if rep.Exported, err = t.export(rec); err != nil {
+		return t.endWithError(ctx, rep, fmt.Errorf("export: %w", err), finish)
+	}
+	t.log.Info("run finished", "run", run.ID, "trials", len(trials), "gain", rec.Gain)
+	return rep, finish(store.RunFinished, store.OutcomeRecommended, conf.Why)
+}
+
+// endWithError closes the run after err: an interruption leaves it
+// resumable, anything else marks it failed with the diagnosis.
+func (t *Tuner) endWithError(ctx context.Context, rep *Report, err error, finish func(store.RunState, store.Outcome, string) error) (*Report, error) {
+	if errors.Is(err, ErrInterrupted) || ctx.Err() != nil {
+		if ferr := finish(store.RunInterrupted, store.OutcomeNone, "interrupted; run the study again to resume"); ferr != nil {
+			return rep, errors.Join(ErrInterrupted, ferr)
+		}
+		return rep, ErrInterrupted
+	}
+	if ferr := finish(store.RunFailed, store.OutcomeError, err.Error()); ferr != nil {
+		return rep, errors.Join(err, ferr)
+	}
+	return rep, err
+}
+
+// openRun resumes the study's unfinished run when it ran the same spec, or
+// creates a new run. An unfinished run of another spec is closed as failed:
+// its trials answer a different question.
+func (t *Tuner) openRun(ctx context.Context, kind store.RunKind, budget int) (*store.Run, []store.Trial, bool, error) {
+	s := t.study
+	prev, err := t.db.LatestUnfinishedRun(ctx, s.Name)
+	switch {
+	case err == nil && prev.SpecHash == s.Hash():
+		run, trials, err := t.db.ResumeRun(ctx, s.Name, "batchtune stopped during the trial", t.now().UTC())
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return run, trials, true, nil
+	case err == nil:
+		prev.State, prev.Outcome, prev.Ended = store.RunFailed, store.OutcomeError, t.now().UTC()
+		prev.Detail = "abandoned: the study spec changed since this run started"
+		if err := t.db.PutRun(ctx, prev); err != nil {
+			return nil, nil, false, err
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, nil, false, err
+	}
+	run := &store.Run{Study: s.Name, Kind: kind, State: store.RunRunning, SpecHash: s.Hash(), Started: t.now().UTC(), Budget: budget}
+	if err := t.db.CreateRun(ctx, run); err != nil {
+		return nil, nil, false, err
+	}
+	return run, nil, false, nil
+}
+
+// searchStage suggests and runs trials until the budget, the stopping rule
+// or the space ends it. trials are the run's trials so far (a resumed run).
+func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.Trial, budget int) ([]store.Trial, string, error) {
+	s := t.study
+	searchTrials := func() []store.Trial {
+		var out []store.Trial
+		for _, tr := range trials {
+			if tr.Role == store.RoleSearch {
+				out = append(out, tr)
+			}
+		}
+		return out
+	}
+	// A resumed run redoes its interrupted search trials first.
+	redo := interruptedToRedo(searchTrials())
+	failures, rejections := 0, 0
+	for {
+		hist := searchTrials()
+		n := 0
+		for _, tr := range hist {
+			if ran(tr.State) {
+				n++
+			}
+		}
+		if budget > 0 && n >= budget {
+			return trials, fmt.Sprintf("trial budget reached (%d trials)", n), nil
+		}
+		if stop, why := t.stopRule.Stop(history(hist)); stop {
+			return trials, why, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return trials, "", ErrInterrupted
+		}
+
+		var tr store.Trial
+		if len(redo) > 0 {
+			tr = store.Trial{Study: s.Name, Run: run.ID, Role: store.RoleSearch, Config: redo[0].Config,
+				Expected: redo[0].Expected, Why: "redo interrupted trial " + fmt.Sprint(redo[0].Seq), State: store.TrialSuggested}
+			redo = redo[1:]
+		} else {
+			sugg, err := t.strategy.Suggest(ctx, search.Request{
+				Space: t.space, Objective: t.objective, History: history(hist), N: 1, Seed: uint64(s.Search.Seed),
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return trials, "", ErrInterrupted
+				}
+				return trials, "", fmt.Errorf("suggest: %w", err)
+			}
+			if len(sugg) == 0 {
+				return trials, "space exhausted: every runnable configuration has been tried", nil
+			}
+			tr = store.Trial{Study: s.Name, Run: run.ID, Role: store.RoleSearch, Config: params(sugg[0].Config),
+				Expected: sugg[0].Expected, Why: sugg[0].Reason, State: store.TrialSuggested}
+		}
+		st := stage{name: StageSearch, index: n + 1, total: budget, best: t.bestFeasible(hist)}
+		cfg := configOf(tr.Config)
+		if vs := t.space.Check(cfg); len(vs) > 0 {
+			tr.State = store.TrialRejected
+			tr.Reason = vs.Err().Error()
+			if err := t.put(ctx, &tr, st, true); err != nil {
+				return trials, "", err
+			}
+			trials = append(trials, tr)
+			if rejections++; rejections >= maxRejections {
+				return trials, "", fmt.Errorf("%w (%d in a row; last: %s)", ErrTooManyRejections, rejections, tr.Reason)
+			}
+			continue
+		}
+		rejections = 0
+		if err := t.put(ctx, &tr, st, true); err != nil {
+			return trials, "", err
+		}
+		err := t.runTrial(ctx, &tr, t.launch(cfg), st)
+		trials = append(trials, tr)
+		if err != nil {
+			return trials, "", err
+		}
+		if tr.State == store.TrialFailed {
+			failures++
+			if max := s.Search.MaxFailures; max > 0 && failures >= max {
+				return trials, "", fmt.Errorf("%w: %d in a row; last: %s", ErrTooManyFailures, failures, tr.Reason)
+			}
+		} else {
+			failures = 0
+		}
+	}
+}
+
+// interruptedToRedo lists the interrupted trials whose configuration has not
+// finished since, in order.
+func interruptedToRedo(trials []store.Trial) []store.Trial {
+	var out []store.Trial
+	listed := map[string]bool{}
+	for i, tr := range trials {
+		if tr.State != store.TrialInterrupted {
+			continue
+		}
+		key := configOf(tr.Config).Key()
+		if listed[key] {
+			continue // interrupted again when it was redone
+		}
+		done := false
+		for _, later := range trials[i+1:] {
+			if later.State.Terminal() && later.State != store.TrialInterrupted && configOf(later.Config).Key() == key {
+				done = true
+				break
+			}
+		}
+		if !done {
+			out = append(out, tr)
+			listed[key] = true
+		}
+	}
+	return out
+}

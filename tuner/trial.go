@@ -1,0 +1,144 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batchtune/batchtune/store"
+	"github.com/batchtune/batchtune/tuner/runtime"
+)
+
+// stopTimeout bounds stopping a trial's server on a context of its own.
+const stopTimeout = 30 * time.Second
+
+// errServerExited cancels a trial's context when its server dies.
+var errServerExited = errors.New("tuner: server exited during the trial")
+
+// stage carries a stage's position for events.
+type stage struct {
+	name         string
+	index, total int
+	best         *float64
+}
+
+// put stores tr and reports it.
+func (t *Tuner) put(ctx context.Context, tr *store.Trial, st stage, add bool) error {
+	var err error
+	// A state change must reach the store even when the run's context is
+	// being cancelled: that is how an interrupted trial is recorded.
+	wctx := context.WithoutCancel(ctx)
+	if add {
+		err = t.db.AddTrial(wctx, tr)
+	} else {
+		err = t.db.PutTrial(wctx, tr)
+	}
+	if err != nil {
+		return fmt.Errorf("store trial: %w", err)
+	}
+	cp := *tr
+	t.observe(Event{Time: t.now(), Run: tr.Run, Stage: st.name, Index: st.index, Total: st.total, Trial: &cp, Best: st.best})
+	return nil
+}
+
+// transition moves tr to state s and stores it.
+func (t *Tuner) transition(ctx context.Context, tr *store.Trial, s store.TrialState, st stage) error {
+	tr.Transition(s, t.now().UTC())
+	return t.put(ctx, tr, st, false)
+}
+
+// runTrial runs one trial that is already stored as suggested: restart the
+// server with launch, wait until ready, warm up, measure, score, and store
+// every state on the way. It returns an error only when the store fails
+// or the run's context ended (ErrInterrupted, with the trial stored as
+// interrupted); a failed trial is a result, not an error.
+func (t *Tuner) runTrial(ctx context.Context, tr *store.Trial, launch runtime.Config, st stage) error {
+	if err := t.transition(ctx, tr, store.TrialStarting, st); err != nil {
+		return err
+	}
+	log := t.log.With("run", tr.Run, "trial", tr.Seq, "role", tr.Role)
+	log.Info("trial started", "config", configOf(tr.Config).String())
+
+	srv, err := t.rt.Start(ctx, launch)
+	if err != nil {
+		if ctx.Err() != nil {
+			return t.interrupt(ctx, tr, st)
+		}
+		tr.Reason = "start: " + err.Error()
+		log.Warn("trial failed", "reason", tr.Reason)
+		return t.transition(ctx, tr, store.TrialFailed, st)
+	}
+	// The trial's context ends when the server dies, so that a wait for
+	// readiness or a measurement does not outlive it.
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-srv.Done():
+			cancel(errServerExited)
+		case <-tctx.Done():
+		}
+	}()
+
+	var phaseErr error
+	res, err := t.prober.Trial(tctx, srv.Endpoints(), func(s store.TrialState) {
+		if phaseErr == nil {
+			phaseErr = t.transition(ctx, tr, s, st)
+		}
+	})
+	died := context.Cause(tctx) == errServerExited
+
+	// Stop the server now, on a context of its own: the next trial must
+	// not share the machine with it, and its log is wanted on failure.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	stopErr := srv.Stop(sctx)
+	scancel()
+	if phaseErr != nil {
+		return phaseErr
+	}
+	exit := srv.Exit()
+	switch {
+	case died:
+		tr.Reason = "server exited: " + exit.Reason()
+		tr.LogTail = exit.Log
+		if res != nil {
+			tr.Measurement = encodeResult(res)
+		}
+		log.Warn("trial failed", "reason", tr.Reason)
+		return t.transition(ctx, tr, store.TrialFailed, st)
+	case ctx.Err() != nil:
+		return t.interrupt(ctx, tr, st)
+	case err != nil:
+		tr.Reason = err.Error()
+		tr.LogTail = exit.Log
+		log.Warn("trial failed", "reason", tr.Reason)
+		return t.transition(ctx, tr, store.TrialFailed, st)
+	}
+	if stopErr != nil {
+		log.Warn("server stop", "err", stopErr)
+	}
+	v := score(t.study, res)
+	tr.Objective, tr.Feasible, tr.Summary = v.Objective, v.Feasible, v.Summary
+	tr.Reason = v.Reason
+	tr.Measurement = encodeResult(res)
+	log.Info("trial ended", "state", v.State, "objective", deref(v.Objective), "feasible", v.Feasible,
+		"qps", res.QPS, "p99", res.Latency.P99, "stop", res.StopReason, "reason", v.Reason)
+	return t.transition(ctx, tr, v.State, st)
+}
+
+// interrupt records tr as interrupted and returns ErrInterrupted.
+func (t *Tuner) interrupt(ctx context.Context, tr *store.Trial, st stage) error {
+	tr.Reason = "interrupted: " + context.Cause(ctx).Error()
+	if err := t.transition(ctx, tr, store.TrialInterrupted, st); err != nil {
+		return err
+	}
+	return ErrInterrupted
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
