@@ -268,7 +268,10 @@ func (s *servable) execute(ctx context.Context, signature string, x tensor.Tenso
 	// Like TF's BatchingSession, wait for the batch even if the caller
 	// has gone: the task is in a batch and will be executed.
 	if err := <-done; err != nil {
-		return nil, err
+		if errors.Is(err, sched.ErrExpired) {
+			return nil, schedStatus(err)
+		}
+		return nil, err // the executor's errors are statuses already
 	}
 	return p.y, nil
 }
