@@ -200,7 +200,8 @@ const StandInImage = "localhost/tfs-emulator:dev"
 
 // StandIn describes a bundled model of the stand-in under configs/models:
 // BATCHTUNE_STANDIN_MODEL, or the first on the accelerator device model
-// (the one tuning is shown on), or the first.
+// (the one tuning is shown on), or the first. BATCHTUNE_STANDIN_IMAGE
+// replaces the image.
 func StandIn(t testing.TB, root string) StandInInfo {
 	t.Helper()
 	models := filepath.Join(root, "configs", "models")
@@ -232,10 +233,14 @@ func StandIn(t testing.TB, root string) StandInInfo {
 	if name == "" {
 		Unavailable(t, "no stand-in model under %s", models)
 	}
+	img := os.Getenv("BATCHTUNE_STANDIN_IMAGE")
+	if img == "" {
+		img = StandInImage
+	}
 	return StandInInfo{
 		Model:         name,
 		HostModelPath: filepath.Join(models, name),
-		Image:         StandInImage,
+		Image:         img,
 		Good:          []byte("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 1000 }\nmax_enqueued_batches { value: 16 }\nnum_batch_threads { value: 2 }\n"),
 		Rejected:      []byte("max_batch_size { value: 0 }\n"),
 		RejectedLog:   "max_batch_size",
