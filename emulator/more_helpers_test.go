@@ -2,12 +2,15 @@ package emulator
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/batchtune/batchtune/emulator/sched"
 )
 
 type dtoMetric = dto.Metric
@@ -29,3 +32,14 @@ func mkdirWrite(t *testing.T, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+func withDefaults(c Config) Config {
+	if c.Clock == nil {
+		c.Clock = schedReal()
+	}
+	return c
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func schedReal() sched.Clock { return sched.Real() }
