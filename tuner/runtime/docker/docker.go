@@ -98,6 +98,8 @@ type Options struct {
 	// default /models/<ModelName>), and MODEL_NAME and MODEL_BASE_PATH (its
 	// parent) for an entrypoint like TF Serving's image's, which passes
 	// --model_base_path=$MODEL_BASE_PATH/$MODEL_NAME before the arguments.
+	// An existing container keeps its own model settings unless
+	// ModelBasePath is given.
 	ModelName     string
 	ModelBasePath string
 	// Mounts are bind mounts, e.g. the host's model directory at
@@ -121,7 +123,8 @@ type Options struct {
 	// default 127.0.0.1.
 	HostIP string
 	// GRPCPort and RESTPort fix the host ports; 0 lets the engine choose
-	// (or, with the host network, picks free ones).
+	// (or, with the host network, picks free ones). An existing container's
+	// trials use the ports it publishes instead.
 	GRPCPort int
 	RESTPort int
 	// ContainerGRPCPort and ContainerRESTPort are where the server
@@ -254,7 +257,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = statedir.Default()
 	}
-	if opts.ModelName != "" && opts.ModelBasePath == "" {
+	if opts.ModelName != "" && opts.ModelBasePath == "" && opts.Existing == "" {
 		opts.ModelBasePath = path.Join(DefaultModelBasePath, opts.ModelName)
 	}
 	if opts.Pull == "" {
@@ -765,9 +768,9 @@ func (r *Runtime) imageTemplate() *template {
 }
 
 // modelSettings adds the model's environment and flags, when the options
-// name a model, to env and cmd.
+// name a model and its path, to env and cmd.
 func modelSettings(o Options, env, cmd []string) ([]string, []string) {
-	if o.ModelName == "" {
+	if o.ModelName == "" || o.ModelBasePath == "" {
 		return env, cmd
 	}
 	env = append(env, "MODEL_NAME="+o.ModelName, "MODEL_BASE_PATH="+path.Dir(o.ModelBasePath))

@@ -209,6 +209,7 @@ func existingOptions(t *testing.T, dir string, u userContainer) docker.Options {
 		Study:     studyFor(dir),
 		StateDir:  dir,
 		Existing:  u.name,
+		ModelName: "fake", // as a study names it; the container's own path stays
 		StopGrace: time.Second,
 	}
 }
@@ -235,6 +236,9 @@ func checkTrial(t *testing.T, u userContainer, srv runtime.Server, cfg runtime.C
 	}
 	if !slices.Contains(st.Env, "USER_SETTING=kept") {
 		t.Errorf("the trial lost the user's environment: %q", st.Env)
+	}
+	if st.ModelBasePath != "/models/fake" || slices.ContainsFunc(st.Args, func(a string) bool { return strings.HasPrefix(a, "--model_base_path") }) {
+		t.Errorf("the trial's model path: %q from args %q; want the user's own, from MODEL_BASE_PATH", st.ModelBasePath, st.Args)
 	}
 }
 
