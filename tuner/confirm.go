@@ -149,6 +149,9 @@ func (t *Tuner) confirmStage(ctx context.Context, run *store.Run, trials []store
 			if done[key(c)] > r {
 				continue
 			}
+			if t.stopping(ctx) {
+				return nil, trials, ErrInterrupted
+			}
 			tr := store.Trial{Study: s.Name, Run: run.ID, Role: c.role, Config: c.Config, State: store.TrialSuggested,
 				Why: fmt.Sprintf("confirm %s, repeat %d of %d", c.Label, r+1, repeats)}
 			st := stage{name: StageConfirm, index: finished + 1, total: total}
@@ -215,15 +218,18 @@ func (t *Tuner) confirmStage(ctx context.Context, run *store.Run, trials []store
 		conf.Note = "no candidate met the SLO in every confirmation repeat"
 		return conf, trials, nil
 	}
+	// A gain is only stated against a baseline that met the SLO: the
+	// throughput of a configuration that breaks it is not one anybody can
+	// serve at, and comparing with it would mislead either way.
 	var notes []string
-	if len(base.Samples) > 0 {
+	switch {
+	case base.Eligible():
 		g := gain(w.Samples, base.Samples, t.maximize(), level)
 		conf.Gain = &g
-	} else {
-		notes = append(notes, "the baseline measured nothing to compare with: "+strings.Join(base.Reasons, "; "))
-	}
-	if base.Repeats > 0 && !base.Eligible() && len(base.Samples) > 0 {
-		notes = append(notes, "the baseline itself broke the SLO")
+	case len(base.Samples) > 0:
+		notes = append(notes, "the baseline itself broke the SLO ("+firstReason(base.Reasons)+"), so no gain over it is stated")
+	default:
+		notes = append(notes, "the baseline measured nothing to compare with ("+firstReason(base.Reasons)+")")
 	}
 	if repeats < 2 {
 		notes = append(notes, "one repeat per candidate gives no confidence interval")
@@ -309,4 +315,11 @@ func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmatio
 		return nil, err
 	}
 	return rec, nil
+}
+
+func firstReason(rs []string) string {
+	if len(rs) == 0 {
+		return "no reason recorded"
+	}
+	return rs[0]
 }

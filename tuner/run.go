@@ -17,6 +17,11 @@ type RunOptions struct {
 	// Budget is the search stage's trial budget; the study's
 	// search.trials when 0.
 	Budget int
+	// Drain, when closed, stops the run before its next trial: the trial
+	// in progress finishes, the server is restored, and the run is left
+	// resumable (Run returns ErrInterrupted). Cancelling Run's context
+	// instead aborts the trial in progress.
+	Drain <-chan struct{}
 }
 
 // Report is what a run found, for people and for the daemon.
@@ -66,6 +71,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		}
 	}()
 
+	t.drain = ro.Drain
 	run, trials, resumed, err := t.openRun(ctx, ro.Kind, budget)
 	if err != nil {
 		return nil, err
@@ -194,7 +200,7 @@ func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.
 		if stop, why := t.stopRule.Stop(history(hist)); stop {
 			return trials, why, nil
 		}
-		if err := ctx.Err(); err != nil {
+		if t.stopping(ctx) {
 			return trials, "", ErrInterrupted
 		}
 
@@ -279,4 +285,17 @@ func interruptedToRedo(trials []store.Trial) []store.Trial {
 		}
 	}
 	return out
+}
+
+// stopping reports whether the run must not start another trial.
+func (t *Tuner) stopping(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	select {
+	case <-t.drain:
+		return true
+	default:
+		return false
+	}
 }

@@ -50,9 +50,10 @@ func (t *Tuner) transition(ctx context.Context, tr *store.Trial, s store.TrialSt
 
 // runTrial runs one trial that is already stored as suggested: restart the
 // server with launch, wait until ready, warm up, measure, score, and store
-// every state on the way. It returns an error only when the store fails
-// or the run's context ended (ErrInterrupted, with the trial stored as
-// interrupted); a failed trial is a result, not an error.
+// every state on the way. It returns an error only when the store fails,
+// the run's context ended (ErrInterrupted, with the trial stored as
+// interrupted), or the runtime cannot start any server (a fixed port taken
+// by another process); a failed trial is a result, not an error.
 func (t *Tuner) runTrial(ctx context.Context, tr *store.Trial, launch runtime.Config, st stage) error {
 	if err := t.transition(ctx, tr, store.TrialStarting, st); err != nil {
 		return err
@@ -67,7 +68,14 @@ func (t *Tuner) runTrial(ctx context.Context, tr *store.Trial, launch runtime.Co
 		}
 		tr.Reason = "start: " + err.Error()
 		log.Warn("trial failed", "reason", tr.Reason)
-		return t.transition(ctx, tr, store.TrialFailed, st)
+		if terr := t.transition(ctx, tr, store.TrialFailed, st); terr != nil {
+			return terr
+		}
+		if errors.Is(err, runtime.ErrPortInUse) || errors.Is(err, runtime.ErrBusy) || errors.Is(err, runtime.ErrNotRecovered) {
+			// The machine, not the configuration: no other trial can start either.
+			return fmt.Errorf("trial %d: %w", tr.Seq, err)
+		}
+		return nil
 	}
 	// The trial's context ends when the server dies, so that a wait for
 	// readiness or a measurement does not outlive it.

@@ -81,6 +81,7 @@ type Tuner struct {
 	observe   func(Event)
 	now       func() time.Time
 	cores     int
+	drain     <-chan struct{} // the current run's RunOptions.Drain
 }
 
 // reference is a configuration that is not (necessarily) a point of the

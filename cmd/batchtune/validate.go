@@ -12,13 +12,6 @@ import (
 	"github.com/batchtune/batchtune/configs"
 )
 
-// studyChecks judge what configs cannot judge alone; validate runs them on
-// every study after its own checks. The search engine's space check
-// (search.NewSpace over study.Space with the study's rules) belongs here:
-// its configs.Problems name fields under "space." and come back located at
-// their lines.
-var studyChecks = []configs.StudyCheck{configs.CheckFiles}
-
 func validateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "validate",
@@ -36,7 +29,7 @@ func validateCommand() *cli.Command {
 			}
 			bad := 0
 			for _, path := range c.Args().Slice() {
-				if err := validateStudy(path); err != nil {
+				if err := validateStudy(path, studyChecks()); err != nil {
 					bad++
 					fmt.Fprintln(c.App.ErrWriter, err)
 					continue
@@ -53,11 +46,11 @@ func validateCommand() *cli.Command {
 	}
 }
 
-// validateStudy loads path and runs studyChecks, returning every problem.
-func validateStudy(path string) error {
+// validateStudy loads path and runs checks, returning every problem.
+func validateStudy(path string, checks []configs.StudyCheck) error {
 	s, err := configs.LoadStudy(path)
 	if err != nil {
 		return err // located problems, or an unreadable file named by the error
 	}
-	return s.Validate(studyChecks...)
+	return s.Validate(checks...)
 }

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/tuner"
 )
 
 func TestValidateCommand(t *testing.T) {
@@ -83,21 +86,20 @@ slo: {latency: 80ms}
 }
 
 // TestValidateExamples runs validate over the shipped examples that can be
-// checked on any machine: their syntax and values (CheckFiles needs the
-// built stand-in and real model directories, so it is not run here).
+// checked on any machine: their syntax, values, space and strategy
+// (CheckFiles needs the built stand-in and real model directories, so it is
+// not run here).
 func TestValidateExamples(t *testing.T) {
 	files, err := filepath.Glob("../../configs/examples/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
 	}
-	saved := studyChecks
-	studyChecks = nil
-	defer func() { studyChecks = saved }()
+	checks := []configs.StudyCheck{tuner.SpaceCheck(2, 0)}
 	for _, f := range files {
 		if filepath.Base(f) == "reference.yaml" {
 			continue
 		}
-		if err := validateStudy(f); err != nil {
+		if err := validateStudy(f, checks); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}

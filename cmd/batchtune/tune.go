@@ -1,0 +1,316 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/store"
+	"github.com/batchtune/batchtune/tuner"
+)
+
+func tuneCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "tune",
+		Usage: "run a tuning study: restart, warm up and measure TF Serving per configuration",
+		UsageText: "batchtune tune [--config STUDY.yaml] [--db PATH] [options]\n\n" +
+			"   batchtune tune                      # the demo study: the bundled stand-in (run from the source tree after make build)\n" +
+			"   batchtune tune --config configs/examples/tfserving-gpu.yaml",
+		Description: "Runs the study's search: each suggested configuration is checked against the\n" +
+			"hard rules (batch_timeout_micros < SLO/3, TF's own), then TF Serving is restarted\n" +
+			"with it, waited for, warmed up and measured under the study's fixed load. Every\n" +
+			"trial is stored as it changes state, so rerunning an interrupted study resumes\n" +
+			"it. The best candidates and the baseline are then re-measured on fresh restarts\n" +
+			"and the winner, chosen by its lower confidence bound, is written to the study's\n" +
+			"export path with the matching server flags.\n\n" +
+			"Ctrl-C once: finish the current trial, restore the server, stop (resumable).\n" +
+			"Twice: abort the trial, restore the server. Three times: exit at once.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "the study file (default: the embedded demo study)"},
+			dbFlag(),
+			&cli.StringFlag{Name: "state-dir", Usage: "runtime state (trial files, snapshots of tuned containers)", Value: filepath.Join(dataDir(), "runtime")},
+			&cli.IntFlag{Name: "trials", Usage: "override the study's search budget"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of tables"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every step (debug level)"},
+		},
+		Action: runTune,
+	}
+}
+
+func runTune(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("tune: unexpected argument %q (the study is given with --config)", c.Args().First())
+	}
+	study, err := loadStudy(c.String("config"))
+	if err != nil {
+		return err
+	}
+	db, err := openStore(c.String("db"), "batchtune tune "+study.Name)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	out := c.App.Writer
+	tty := isTerminal(os.Stderr)
+	level := slog.LevelInfo
+	if c.Bool("verbose") {
+		level = slog.LevelDebug
+	}
+	// On a terminal the progress line says what the log would; the log
+	// then carries only warnings.
+	if tty && !c.Bool("verbose") {
+		level = slog.LevelWarn
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	rt, err := tuner.NewRuntime(study, c.String("state-dir"), log)
+	if err != nil {
+		return err
+	}
+	prog := newProgress(os.Stderr, tty, study)
+	t, err := tuner.New(study, db, rt, nil, &tuner.Options{Logger: log, Observe: prog.event, Cores: goruntime.NumCPU()})
+	if err != nil {
+		return err
+	}
+	irq := interruptsOf(c)
+	prog.start()
+	rep, err := t.Run(irq.abort, tuner.RunOptions{Kind: store.KindOneShot, Budget: c.Int("trials"), Drain: irq.graceful})
+	prog.stop()
+	if rep == nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(rep); jerr != nil {
+			return errors.Join(err, jerr)
+		}
+		return err
+	}
+	printReport(out, t, rep)
+	if errors.Is(err, tuner.ErrInterrupted) {
+		return fmt.Errorf("run %d interrupted after %d trials; run the same command again to resume", rep.Run.ID, len(rep.Trials))
+	}
+	return err
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// progress shows where a run is: a status line redrawn in place on a
+// terminal, one line per finished trial otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	study *configs.Study
+	began time.Time
+
+	mu       sync.Mutex
+	last     tuner.Event
+	trial    *store.Trial
+	finished []time.Duration // durations of finished trials, for the estimate
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func newProgress(w io.Writer, tty bool, s *configs.Study) *progress {
+	return &progress{w: w, tty: tty, study: s, done: make(chan struct{})}
+}
+
+func (p *progress) start() {
+	p.began = time.Now()
+	if !p.tty {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-tick.C:
+				p.mu.Lock()
+				p.redraw()
+				p.mu.Unlock()
+			}
+		}
+	}()
+}
+
+func (p *progress) stop() {
+	close(p.done)
+	p.wg.Wait()
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+func (p *progress) event(e tuner.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = e
+	if e.Trial != nil {
+		tr := *e.Trial
+		p.trial = &tr
+		if tr.State.Terminal() && tr.State != store.TrialRejected && len(tr.Phases) > 0 {
+			p.finished = append(p.finished, tr.Phases[len(tr.Phases)-1].At.Sub(tr.Phases[0].At))
+		}
+	}
+	if !p.tty {
+		return // the log says it all, one line per step
+	}
+	switch {
+	case e.Trial == nil && e.Message != "":
+		p.line(e.Message)
+	case e.Trial != nil && e.Trial.State.Terminal():
+		p.line(trialLine(e))
+	}
+	p.redraw()
+}
+
+// line prints a permanent line above the status line.
+func (p *progress) line(s string) {
+	fmt.Fprint(p.w, "\r\033[K")
+	fmt.Fprintln(p.w, s)
+}
+
+func trialLine(e tuner.Event) string {
+	tr := e.Trial
+	s := fmt.Sprintf("%-7s %2d/%-2d trial %-3d %-13s %s", e.Stage, e.Index, e.Total, tr.Seq, tr.State, compactConfig(tr.Config))
+	if tr.Objective != nil {
+		s += fmt.Sprintf("  →  %.1f req/s, P99 %s", tr.Summary.Throughput, fmtDur(tr.Summary.P99))
+		if !tr.Feasible {
+			s += " (infeasible)"
+		}
+	}
+	if tr.Reason != "" && !tr.Feasible {
+		s += "  [" + truncate(tr.Reason, 90) + "]"
+	}
+	return s
+}
+
+// redraw writes the status line; p.mu is held.
+func (p *progress) redraw() {
+	if !p.tty || p.trial == nil {
+		return
+	}
+	e := p.last
+	elapsed := time.Since(p.began).Round(time.Second)
+	s := fmt.Sprintf("%s %d/%d · trial %d %s · elapsed %s", e.Stage, e.Index, e.Total, p.trial.Seq, p.trial.State, elapsed)
+	if e.Best != nil {
+		s += fmt.Sprintf(" · best %.1f", *e.Best)
+	}
+	if n := len(p.finished); n > 0 && e.Total > 0 {
+		var sum time.Duration
+		for _, d := range p.finished {
+			sum += d
+		}
+		left := e.Total - e.Index
+		if e.Stage == tuner.StageSearch {
+			c := p.study.Confirmation
+			left += c.Repeats * (c.TopK + 2) // the confirmation stage to come, at most
+		}
+		s += fmt.Sprintf(" · ~%s left", (sum / time.Duration(n) * time.Duration(left)).Round(time.Second))
+	}
+	fmt.Fprint(p.w, "\r\033[K"+truncate(s, 150))
+}
+
+// printReport writes the run's trial table and recommendation.
+func printReport(w io.Writer, t *tuner.Tuner, rep *tuner.Report) {
+	fmt.Fprintf(w, "\nstudy %s, run %d (%s): %d trials in %s\n", rep.Study, rep.Run.ID, rep.Run.State, len(rep.Trials), rep.Elapsed.Round(time.Second))
+	if rep.StopReason != "" {
+		fmt.Fprintf(w, "search stopped: %s\n", rep.StopReason)
+	}
+	writeTrialTable(w, rep.Trials)
+	conf := rep.Confirmation
+	if conf != nil && len(conf.Candidates) > 0 {
+		fmt.Fprintln(w, "\nconfirmation (fresh restarts, interleaved):")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "candidate\tsearch\tconfirmed mean\tinterval\tP99\tmean batch\tfeasible")
+		rows := append(append([]tuner.Candidate(nil), conf.Candidates...), conf.Baseline)
+		for i, cd := range rows {
+			mark := ""
+			if conf.Winner != nil && i == *conf.Winner {
+				mark = " ← winner"
+			}
+			search := "-"
+			if cd.SearchObjective != nil {
+				search = fmt.Sprintf("%.1f", *cd.SearchObjective)
+			}
+			interval := "-"
+			if cd.Estimate.Bounded {
+				interval = fmt.Sprintf("[%.1f, %.1f]", cd.Estimate.Low, cd.Estimate.High)
+			}
+			fmt.Fprintf(tw, "%s%s\t%s\t%.1f\t%s\t%s\t%.1f\t%d/%d\n", cd.Label, mark, search, cd.Estimate.Mean, interval, fmtDur(cd.P99), cd.MeanBatch, cd.Feasible, cd.Repeats)
+		}
+		tw.Flush()
+	}
+	if conf != nil && conf.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", conf.Note)
+	}
+	rec := rep.Recommendation
+	if rec == nil {
+		fmt.Fprintf(w, "\nno recommendation: %s\n", rep.Run.Detail)
+		return
+	}
+	fmt.Fprintf(w, "\nrecommended: %s\n", compactConfig(rec.Config))
+	if g := conf.Gain; g != nil {
+		if g.Bounded {
+			fmt.Fprintf(w, "gain over %s: %+.1f%% (%.0f%% interval %+.1f%% to %+.1f%%)\n", rec.Baseline, 100*g.Rel, 100*g.Conf, 100*g.Low, 100*g.High)
+		} else {
+			fmt.Fprintf(w, "gain over %s: %+.1f%% (no interval: one repeat)\n", rec.Baseline, 100*g.Rel)
+		}
+	}
+	fmt.Fprintf(w, "why: %s\n", conf.Why)
+	fmt.Fprintf(w, "\nbatching.config:\n%s", indent(rec.Batching))
+	fmt.Fprintf(w, "server flags: %s\n", strings.Join(rec.Flags, " "))
+	for _, p := range rep.Exported {
+		fmt.Fprintf(w, "wrote %s\n", p)
+	}
+}
+
+func writeTrialTable(w io.Writer, trials []store.Trial) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "trial\trole\tstate\tconfig\treq/s\tP99\terrors\tbatch\tnote")
+	for _, tr := range trials {
+		qps, p99, errs, batch := "-", "-", "-", "-"
+		if tr.Objective != nil {
+			qps = fmt.Sprintf("%.1f", tr.Summary.Throughput)
+			p99 = fmtDur(tr.Summary.P99)
+			errs = fmt.Sprintf("%.2f%%", 100*tr.Summary.ErrorRate)
+			batch = fmt.Sprintf("%.1f", tr.Summary.MeanBatch)
+		}
+		note := tr.Reason
+		if note == "" {
+			note = tr.Why
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, tr.Role, tr.State, compactConfig(tr.Config), qps, p99, errs, batch, truncate(note, 70))
+	}
+	tw.Flush()
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("  " + l)
+		}
+	}
+	return b.String()
+}
