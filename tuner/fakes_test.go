@@ -61,7 +61,9 @@ func (r *fakeRuntime) Start(ctx context.Context, cfg runtime.Config) (runtime.Se
 	r.running = s
 	if r.dieAfter != nil {
 		if d := r.dieAfter(cfg); d > 0 {
-			time.AfterFunc(d, func() { s.end(runtime.Exit{Code: 1, Log: "loading model\nResource exhausted: OOM when allocating tensor"}) })
+			time.AfterFunc(d, func() {
+				s.end(runtime.Exit{Code: 1, Log: "loading model\nResource exhausted: OOM when allocating tensor"})
+			})
 		}
 	}
 	return s, nil
