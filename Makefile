@@ -35,5 +35,15 @@ proto:
 		--go-grpc_out=. --go-grpc_opt=module=github.com/batchtune/batchtune \
 		tfserving/proto/*.proto
 
+# The tfs-emulator image (localhost/tfs-emulator:dev): a static binary and
+# the bundled models in a scratch image, built on the local engine.
+IMAGE ?= localhost/tfs-emulator:dev
+image:
+	@.ci/engine-up >/dev/null
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/image/tfs-emulator ./cmd/tfs-emulator
+	cp -R configs/models $(BIN)/image/models
+	podman build --quiet -t $(IMAGE) -f cmd/tfs-emulator/Containerfile $(BIN)/image
+
 clean:
 	rm -rf $(BIN)
