@@ -20,6 +20,7 @@ import (
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
+	"github.com/batchtune/batchtune/tuner/runtime/target"
 )
 
 func tuneCommand() *cli.Command {
@@ -77,9 +78,12 @@ func runTune(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	rt, err := tuner.NewRuntime(study, c.String("state-dir"), log)
+	rt, err := target.New(study.Target, target.Options{Study: study.Name, StateDir: c.String("state-dir"), Logger: log})
 	if err != nil {
 		return err
+	}
+	if cl, ok := rt.(io.Closer); ok {
+		defer cl.Close()
 	}
 	prog := newProgress(os.Stderr, tty, study)
 	t, err := tuner.New(study, db, rt, nil, &tuner.Options{Logger: log, Observe: prog.event, Cores: goruntime.NumCPU()})
