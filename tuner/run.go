@@ -22,6 +22,34 @@ type RunOptions struct {
 	// resumable (Run returns ErrInterrupted). Cancelling Run's context
 	// instead aborts the trial in progress.
 	Drain <-chan struct{}
+	// WarmStart makes the run a re-tune of a study that already has an
+	// accepted recommendation (the incumbent): the search's history starts
+	// with the trials of earlier runs (prior knowledge), the incumbent and
+	// the previous top candidates are re-measured first, and a new
+	// configuration replaces the incumbent only when its gain over it,
+	// measured side by side, has a confidence interval whose lower bound
+	// clears the study's schedule.accept_margin. Otherwise the incumbent is
+	// kept (store.OutcomeKept) and nothing is exported. Without an
+	// incumbent a warm start is an ordinary run.
+	WarmStart bool
+}
+
+// Decision is a warm-started run's verdict on the incumbent.
+type Decision struct {
+	// Incumbent is the recommendation in production when the run started;
+	// nil when there was none.
+	Incumbent *store.Recommendation `json:"incumbent,omitempty"`
+	// Accepted: a new configuration replaced the incumbent and was exported.
+	// Kept: the incumbent stays; nothing was exported.
+	Accepted bool `json:"accepted"`
+	Kept     bool `json:"kept"`
+	// Degradation is the incumbent's relative loss of objective since it
+	// was accepted (positive is worse); Degraded is set when it exceeds the
+	// study's schedule.degradation_threshold.
+	Degradation float64 `json:"degradation"`
+	Degraded    bool    `json:"degraded"`
+	// Message says what was decided and why, in one line.
+	Message string `json:"message"`
 }
 
 // Report is what a run found, for people and for the daemon.
@@ -41,6 +69,8 @@ type Report struct {
 	Recommendation *store.Recommendation `json:"recommendation,omitempty"`
 	// Exported lists the files written.
 	Exported []string `json:"exported,omitempty"`
+	// Decision is set for warm-started runs.
+	Decision *Decision `json:"decision,omitempty"`
 }
 
 // Run runs the study: it resumes the study's unfinished run when there is
