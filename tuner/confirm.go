@@ -116,36 +116,46 @@ func (t *Tuner) candidates(trials []store.Trial) []Candidate {
 }
 
 // confirmStage re-measures the candidates and the baseline on fresh
-// restarts, round-robin so that drift over time hits them all alike, and
-// picks the winner by its conservative estimate.
+// restarts and picks the winner by its conservative estimate.
 func (t *Tuner) confirmStage(ctx context.Context, run *store.Run, trials []store.Trial) (*Confirmation, []store.Trial, error) {
-	s := t.study
-	conf := &Confirmation{}
 	cands := t.candidates(trials)
 	if len(cands) == 0 {
-		conf.Note = "no search trial met the SLO; nothing to confirm"
-		return conf, trials, nil
+		return &Confirmation{Note: "no search trial met the SLO; nothing to confirm"}, trials, nil
 	}
 	base := Candidate{Label: "baseline (" + t.baseline.label + ")", Config: t.baseline.params, role: store.RoleBaseline, launch: t.baseline.launch}
-	all := append(cands, base)
+	return t.confirm(ctx, run, trials, cands, base)
+}
+
+// confirm measures cands and base study.confirmation.repeats times each on
+// fresh restarts, round-robin with the order rotated every round so that
+// drift over time hits them all alike, then ranks the candidates by their
+// conservative estimate and states the winner's gain over base. Trials of
+// the run already finished in a candidate's role and configuration count
+// as its first repeats (a resumed run, or a warm start's re-measurement).
+func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Trial, cands []Candidate, base Candidate) (*Confirmation, []store.Trial, error) {
+	s := t.study
+	conf := &Confirmation{}
+	all := append(append([]Candidate(nil), cands...), base)
 	repeats := s.Confirmation.Repeats
 	total := repeats * len(all)
 
-	// done counts the finished confirmation trials of each candidate.
 	key := func(c *Candidate) string { return c.role + "/" + configOf(c.Config).Key() }
+	counted := func(tr *store.Trial) bool { return tr.State.Terminal() && tr.State != store.TrialInterrupted }
 	done := map[string]int{}
-	finished := 0
 	for _, tr := range trials {
-		if (tr.Role == store.RoleConfirm || tr.Role == store.RoleBaseline) && tr.State.Terminal() && tr.State != store.TrialInterrupted {
+		if counted(&tr) {
 			done[tr.Role+"/"+configOf(tr.Config).Key()]++
-			finished++
 		}
 	}
+	finished := 0
+	for i := range all {
+		finished += min(done[key(&all[i])], repeats)
+	}
 	t.observe(Event{Time: t.now(), Run: run.ID, Stage: StageConfirm, Total: total,
-		Message: fmt.Sprintf("confirming %d candidates and the baseline, %d repeats each", len(cands), repeats)})
+		Message: fmt.Sprintf("confirming %d candidate(s) against %s, %d repeats each", len(cands), base.Label, repeats)})
 	for r := range repeats {
 		for i := range all {
-			c := &all[(i+r)%len(all)] // rotate the order each round
+			c := &all[(i+r)%len(all)]
 			if done[key(c)] > r {
 				continue
 			}
@@ -175,7 +185,7 @@ func (t *Tuner) confirmStage(ctx context.Context, run *store.Run, trials []store
 		var p99, batch, queue float64
 		n := 0
 		for _, tr := range trials {
-			if tr.Role != c.role || configOf(tr.Config).Key() != configOf(c.Config).Key() || !tr.State.Terminal() || tr.State == store.TrialInterrupted {
+			if tr.Role != c.role || configOf(tr.Config).Key() != configOf(c.Config).Key() || !counted(&tr) {
 				continue
 			}
 			c.Repeats++
@@ -239,8 +249,6 @@ func (t *Tuner) confirmStage(ctx context.Context, run *store.Run, trials []store
 	return conf, trials, nil
 }
 
-func (t *Tuner) maximize() bool { return t.objective.Direction() == search.Maximize }
-
 // rankBefore reports whether a ranks before b: a better conservative
 // bound, then a better mean.
 func (t *Tuner) rankBefore(a, b *Candidate) bool {
@@ -289,8 +297,9 @@ func secs(v float64) string {
 	return time.Duration(v * float64(time.Second)).Round(time.Microsecond).String()
 }
 
-// recommend stores the winner as the run's recommendation.
-func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmation) (*store.Recommendation, error) {
+// recommend stores the winner as the run's recommendation; accepted says
+// whether it replaces the study's incumbent.
+func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmation, accepted bool) (*store.Recommendation, error) {
 	w := conf.WinnerCandidate()
 	cfg := configOf(w.Config)
 	rec := &store.Recommendation{
@@ -302,7 +311,7 @@ func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmatio
 		Flags:     t.ExportFlags(cfg),
 		Objective: w.Estimate.Mean,
 		Baseline:  conf.Baseline.Label,
-		Accepted:  true,
+		Accepted:  accepted,
 		Note:      conf.Why,
 	}
 	if g := conf.Gain; g != nil {
@@ -323,3 +332,5 @@ func firstReason(rs []string) string {
 	}
 	return rs[0]
 }
+
+func (t *Tuner) maximize() bool { return t.objective.Direction() == search.Maximize }

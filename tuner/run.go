@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batchtune/batchtune/search"
@@ -14,8 +15,9 @@ import (
 type RunOptions struct {
 	// Kind is recorded with the run; KindOneShot when empty.
 	Kind store.RunKind
-	// Budget is the search stage's trial budget; the study's
-	// search.trials when 0.
+	// Budget is the search stage's trial budget. When 0: the study's
+	// schedule.trials for a warm start that has an incumbent, its
+	// search.trials otherwise (a first run needs the full budget).
 	Budget int
 	// Drain, when closed, stops the run before its next trial: the trial
 	// in progress finishes, the server is restored, and the run is left
@@ -82,10 +84,6 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	if ro.Kind == "" {
 		ro.Kind = store.KindOneShot
 	}
-	budget := ro.Budget
-	if budget == 0 {
-		budget = t.study.Search.Trials
-	}
 	s := t.study
 	if err := t.db.PutStudy(ctx, &store.Study{Name: s.Name, SpecHash: s.Hash(), Spec: string(s.Source)}); err != nil {
 		return nil, err
@@ -102,6 +100,20 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	}()
 
 	t.drain = ro.Drain
+	var inc *store.Recommendation
+	if ro.WarmStart {
+		if inc, err = t.incumbentOf(ctx); err != nil {
+			return nil, err
+		}
+	}
+	budget := ro.Budget
+	switch {
+	case budget > 0:
+	case inc != nil:
+		budget = s.Schedule.Trials
+	default:
+		budget = s.Search.Trials
+	}
 	run, trials, resumed, err := t.openRun(ctx, ro.Kind, budget)
 	if err != nil {
 		return nil, err
@@ -126,9 +138,21 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		return nil
 	}
 
-	trials, rep.StopReason, err = t.searchStage(ctx, run, trials, budget)
+	var prior []store.Trial
+	if inc != nil {
+		if prior, err = t.prior(ctx, run); err != nil {
+			return t.endWithError(ctx, rep, err, finish)
+		}
+		if trials, err = t.warmStage(ctx, run, trials, inc); err != nil {
+			return t.endWithError(ctx, rep, err, finish)
+		}
+	}
+	trials, rep.StopReason, err = t.searchStage(ctx, run, trials, budget, prior)
 	if err != nil {
 		return t.endWithError(ctx, rep, err, finish)
+	}
+	if inc != nil {
+		return t.finishWarm(ctx, run, trials, inc, rep, finish)
 	}
 	conf, trials, err := t.confirmStage(ctx, run, trials)
 	if err != nil {
@@ -143,17 +167,56 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		t.log.Warn("run ended without a recommendation", "run", run.ID, "detail", detail)
 		return rep, finish(store.RunFinished, store.OutcomeNoFeasible, detail)
 	}
-	rec, err := t.recommend(ctx, run, conf)
+	rec, err := t.recommend(ctx, run, conf, true)
 	if err != nil {
 		return t.endWithError(ctx, rep, err, finish)
 	}
 	rep.Recommendation = rec
 	run.Recommendation = rec.Seq
+	if ro.WarmStart {
+		rep.Decision = &Decision{Accepted: true, Message: "first recommendation: " + conf.Why}
+	}
 	if rep.Exported, err = t.export(rec); err != nil {
 		return t.endWithError(ctx, rep, fmt.Errorf("export: %w", err), finish)
 	}
 	t.log.Info("run finished", "run", run.ID, "trials", len(trials), "gain", rec.Gain)
 	return rep, finish(store.RunFinished, store.OutcomeRecommended, conf.Why)
+}
+
+// finishWarm ends a warm-started run: the challenge against the incumbent,
+// then either the new recommendation exported, or the incumbent kept (a
+// confirmed challenger that fell short is still kept in the history, not
+// accepted).
+func (t *Tuner) finishWarm(ctx context.Context, run *store.Run, trials []store.Trial, inc *store.Recommendation, rep *Report, finish func(store.RunState, store.Outcome, string) error) (*Report, error) {
+	conf, dec, _, err := t.challenge(ctx, run, trials, inc)
+	rep.Confirmation, rep.Decision = conf, dec
+	if err != nil {
+		return t.endWithError(ctx, rep, err, finish)
+	}
+	if dec.Degraded {
+		t.log.Warn("incumbent degraded", "run", run.ID, "degradation", dec.Degradation, "threshold", t.study.Schedule.DegradationThreshold, "detail", dec.Message)
+	}
+	if conf.WinnerCandidate() != nil {
+		rec, err := t.recommend(ctx, run, conf, dec.Accepted)
+		if err != nil {
+			return t.endWithError(ctx, rep, err, finish)
+		}
+		rec.Note = dec.Message
+		if err := t.db.PutRecommendation(context.WithoutCancel(ctx), rec); err != nil {
+			return t.endWithError(ctx, rep, err, finish)
+		}
+		rep.Recommendation = rec
+		run.Recommendation = rec.Seq
+	}
+	if !dec.Accepted {
+		t.log.Info("run finished", "run", run.ID, "decision", dec.Message)
+		return rep, finish(store.RunFinished, store.OutcomeKept, dec.Message)
+	}
+	if rep.Exported, err = t.export(rep.Recommendation); err != nil {
+		return t.endWithError(ctx, rep, fmt.Errorf("export: %w", err), finish)
+	}
+	t.log.Info("run finished", "run", run.ID, "decision", dec.Message)
+	return rep, finish(store.RunFinished, store.OutcomeRecommended, dec.Message)
 }
 
 // endWithError closes the run after err: an interruption leaves it
@@ -202,7 +265,10 @@ func (t *Tuner) openRun(ctx context.Context, kind store.RunKind, budget int) (*s
 
 // searchStage suggests and runs trials until the budget, the stopping rule
 // or the space ends it. trials are the run's trials so far (a resumed run).
-func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.Trial, budget int) ([]store.Trial, string, error) {
+//
+// prior are trials of earlier runs (a warm start): the strategy learns from
+// them, the budget and the stopping rule count only this run's.
+func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.Trial, budget int, prior []store.Trial) ([]store.Trial, string, error) {
 	s := t.study
 	searchTrials := func() []store.Trial {
 		var out []store.Trial
@@ -241,7 +307,7 @@ func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.
 			redo = redo[1:]
 		} else {
 			sugg, err := t.strategy.Suggest(ctx, search.Request{
-				Space: t.space, Objective: t.objective, History: history(hist), N: 1, Seed: uint64(s.Search.Seed),
+				Space: t.space, Objective: t.objective, History: history(append(slices.Clip(prior), hist...)), N: 1, Seed: uint64(s.Search.Seed),
 			})
 			if err != nil {
 				if ctx.Err() != nil {
