@@ -8,15 +8,23 @@ PKGS      := ./...
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: all build test test-short lint bench proto image clean
+.PHONY: all build demo test test-short lint bench proto image clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: build
-	$(GO) test -count=1 $(PKGS)
+# The README's first command: a tuning run of the embedded demo study (the
+# bundled stand-in's accelerator model, through the process runtime).
+demo: build
+	$(BIN)/batchtune tune
+
+# Every test, with the container engine required: .ci/engine-up installs
+# (as root) and starts podman's Docker-compatible API when none answers,
+# and the docker runtime's tests fail instead of skipping without it.
+test: build image
+	BATCHTUNE_ENGINE=required DOCKER_HOST=$$(.ci/engine-up) $(GO) test -count=1 -timeout 80m $(PKGS)
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
