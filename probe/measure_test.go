@@ -319,3 +319,24 @@ func TestResultJSON(t *testing.T) {
 		t.Errorf("series holds %d ok, result %d", ok, r.OK)
 	}
 }
+
+// A server that hangs while the worker bound is reached: every request due
+// by the stop is accounted for, the 2 in flight and the ~98 never sent, as
+// unfinished with their waits as lower bounds; none silently vanishes.
+func TestHungServerAtBound(t *testing.T) {
+	hang := &fakeServer{delay: func(int64, time.Time) time.Duration { return time.Hour }}
+	c := newTestClient(t, startFake(t, hang), nil)
+	o := fixed(time.Second)
+	o.DrainTimeout = 200 * time.Millisecond
+	r, err := c.Measure(context.Background(), Load{Rate: 100, MaxWorkers: 2}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Unfinished < 95 || r.Unfinished > 102 || r.OK != 0 || r.RateKept {
+		t.Errorf("unfinished %d (want ~100), ok %d, rate kept %v", r.Unfinished, r.OK, r.RateKept)
+	}
+	// The first request waited the whole second plus the drain.
+	if r.Latency.Max < 900*time.Millisecond || r.Latency.Count != r.Unfinished {
+		t.Errorf("latency max %s over %d values", r.Latency.Max, r.Latency.Count)
+	}
+}
