@@ -316,6 +316,15 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
+// apiErr wraps an engine call's error, adding ErrEngineUnreachable when the
+// engine could not be reached at all.
+func apiErr(what string, err error) error {
+	if client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("docker: %s: %w: %w", what, ErrEngineUnreachable, err)
+	}
+	return fmt.Errorf("docker: %s: %w", what, err)
+}
+
 // call bounds one engine call.
 func (r *Runtime) call(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.opts.APITimeout)
@@ -391,7 +400,7 @@ func (r *Runtime) recover(ctx context.Context) error {
 			if errdefs.IsNotFound(err) {
 				return fmt.Errorf("%w: %s", ErrContainerNotFound, r.opts.Existing)
 			}
-			return fmt.Errorf("docker: inspecting container %s: %w", r.opts.Existing, err)
+			return apiErr("inspecting container "+r.opts.Existing, err)
 		}
 	}
 	return nil
@@ -422,7 +431,7 @@ func (r *Runtime) ensureImage(ctx context.Context) error {
 		case err == nil:
 			return nil
 		case !errdefs.IsNotFound(err):
-			return fmt.Errorf("docker: inspecting image %s: %w", img, err)
+			return apiErr("inspecting image "+img, err)
 		case r.opts.Pull == PullNever:
 			return fmt.Errorf("%w: %s (pull policy never: build or pull it first)", ErrImageMissing, img)
 		}
@@ -481,12 +490,12 @@ func (r *Runtime) removeTrials(ctx context.Context) (int, error) {
 		filters.Arg("label", LabelRole+"="+RoleTrial),
 	)})
 	if err != nil {
-		return 0, fmt.Errorf("docker: listing trial containers: %w", err)
+		return 0, apiErr("listing trial containers", err)
 	}
 	var errs []error
 	for _, c := range list {
 		if err := r.cli.ContainerRemove(cctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("docker: removing trial container %s: %w", c.ID, err))
+			errs = append(errs, apiErr("removing trial container "+c.ID, err))
 		}
 	}
 	return len(list), errors.Join(errs...)
@@ -547,14 +556,14 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.Config) (runtime.Server
 		if errdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrImageMissing, config.Image, err)
 		}
-		return nil, fmt.Errorf("docker: creating trial container: %w", err)
+		return nil, apiErr("creating trial container", err)
 	}
 	if err := r.cli.ContainerStart(cctx, created.ID, container.StartOptions{}); err != nil {
 		r.discard(ctx, created.ID, dir)
 		if strings.Contains(strings.ToLower(err.Error()), "address already in use") {
 			return nil, fmt.Errorf("docker: starting trial container: %w: %v", runtime.ErrPortInUse, err)
 		}
-		return nil, fmt.Errorf("docker: starting trial container: %w", err)
+		return nil, apiErr("starting trial container", err)
 	}
 	ep, err := r.endpoints(cctx, created.ID, t, grpcHost, restHost)
 	if err != nil {
@@ -641,7 +650,7 @@ func (r *Runtime) endpoints(ctx context.Context, id string, t *template, grpcHos
 	}
 	info, err := r.cli.ContainerInspect(ctx, id)
 	if err != nil {
-		return runtime.Endpoints{}, fmt.Errorf("docker: inspecting trial container: %w", err)
+		return runtime.Endpoints{}, apiErr("inspecting trial container", err)
 	}
 	published := func(cport int) (string, error) {
 		if info.NetworkSettings == nil {

@@ -3,10 +3,13 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,6 +240,9 @@ func freePorts(t *testing.T, n int) []int {
 // picked for it; on a named network its ports are published as on the
 // default one. Either way it answers where the endpoints say.
 func TestNetworks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs without -short")
+	}
 	cli := engine(t)
 	ctx := context.Background()
 	netName := "batchtune-test-net-" + randHex(4)
@@ -404,4 +410,123 @@ func benchOn(b *testing.B, rt runtime.Runtime, cfg runtime.Config) {
 	}
 	defer rt.Restore(ctx)
 	runtimetest.BenchRestart(b, rt, cfg)
+}
+
+// cutProxy forwards a unix socket to the engine's until Cut, which closes
+// the listener and every connection: an engine that goes away mid-study.
+type cutProxy struct {
+	path  string
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutProxy(t *testing.T, engineSock string) *cutProxy {
+	p := &cutProxy{path: filepath.Join(t.TempDir(), "engine.sock")}
+	l, err := net.Listen("unix", p.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.l = l
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			e, err := net.Dial("unix", engineSock)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, e)
+			p.mu.Unlock()
+			go func() { io.Copy(e, c); e.Close() }()
+			go func() { io.Copy(c, e); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.Cut)
+	return p
+}
+
+func (p *cutProxy) Cut() {
+	p.l.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+// TestEngineGoesAway: the engine stops answering while a trial runs. Stop
+// and Restore fail promptly with ErrEngineUnreachable instead of waiting on
+// an engine that is gone, and the next Recover, with the engine back,
+// removes the trial container that was left.
+func TestEngineGoesAway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs without -short")
+	}
+	real := engine(t)
+	sock, ok := strings.CutPrefix(real.DaemonHost(), "unix://")
+	if !ok {
+		t.Skipf("needs a unix-socket engine, have %s", real.DaemonHost())
+	}
+	proxy := newCutProxy(t, sock)
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+proxy.path), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	dir := t.TempDir()
+	opts := fakeOptions(t, dir)
+	opts.Client = cli
+	rt := newRuntime(t, opts)
+	ctx := context.Background()
+	if err := rt.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := rt.Start(ctx, runtime.Config{Batching: testenv.GoodBatching})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runtime.WaitPorts(ctx, srv); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+
+	began := time.Now()
+	err = srv.Stop(ctx)
+	if !errors.Is(err, docker.ErrEngineUnreachable) {
+		t.Errorf("Stop with the engine gone: got %v, want ErrEngineUnreachable", err)
+	}
+	select {
+	case <-srv.Done():
+	default:
+		t.Error("Done not closed after Stop gave up on the engine")
+	}
+	if e := srv.Exit(); !e.Stopped || !strings.Contains(e.Detail, "engine") {
+		t.Errorf("Exit: got %+v, want Stopped with the engine named in Detail", e)
+	}
+	if err := rt.Restore(ctx); !errors.Is(err, docker.ErrEngineUnreachable) {
+		t.Errorf("Restore with the engine gone: got %v, want ErrEngineUnreachable", err)
+	}
+	// Far below the 30 s the engine would have been waited for.
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("Stop and Restore took %v with the engine gone", took)
+	}
+	if left := trialContainers(t, studyFor(dir)); len(left) != 1 {
+		t.Fatalf("want the one trial container left behind, got %q", left)
+	}
+
+	// The engine is back (the real client): the next run cleans up.
+	opts.Client = real
+	again := newRuntime(t, opts)
+	if err := again.Recover(ctx); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	defer again.Restore(ctx)
+	if left := leftovers(t, dir); len(left) > 0 {
+		t.Errorf("left after Recover: %q", left)
+	}
 }

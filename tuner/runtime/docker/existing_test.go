@@ -380,6 +380,9 @@ func TestExistingOnNetwork(t *testing.T) {
 // TestProduction reads the user's configuration, the tuner's baseline,
 // from the container before and after it is stopped for tuning.
 func TestProduction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs without -short")
+	}
 	u := startUser(t, false)
 	dir := t.TempDir()
 	rt := newRuntime(t, existingOptions(t, dir, u))
@@ -422,6 +425,9 @@ func TestProduction(t *testing.T) {
 // trial runs; Stop returns at once and Restore, with a fresh context, puts
 // the user's container back.
 func TestExistingCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs without -short")
+	}
 	u := startUser(t, false)
 	before, info := inspectView(t, u.name)
 	dir := t.TempDir()

@@ -50,7 +50,7 @@ func (r *Runtime) Production(ctx context.Context) (Production, error) {
 		if errdefs.IsNotFound(err) {
 			return Production{}, fmt.Errorf("%w: %s", ErrContainerNotFound, id)
 		}
-		return Production{}, fmt.Errorf("docker: inspecting %s: %w", id, err)
+		return Production{}, apiErr("inspecting "+id, err)
 	}
 	if info.Config == nil {
 		return Production{}, fmt.Errorf("docker: inspecting %s: no configuration in the answer", id)

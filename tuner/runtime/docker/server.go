@@ -16,6 +16,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
@@ -71,6 +72,7 @@ func ContainerID(s runtime.Server) (string, bool) {
 // code, the engine's view of why (OOM killer, runtime error) and the tail
 // of its log. When the wait's connection breaks, it asks again.
 func (s *server) watch() {
+	warned := false
 	for s.watchCtx.Err() == nil {
 		resC, errC := s.rt.cli.ContainerWait(s.watchCtx, s.id, container.WaitConditionNotRunning)
 		select {
@@ -89,8 +91,12 @@ func (s *server) watch() {
 				s.ended(runtime.Exit{Code: -1, Detail: "the container was removed"})
 				return
 			}
-			// The engine went away or dropped the wait: look, then wait again.
-			s.rt.log.Warn("waiting on trial container failed; retrying", "container", s.name, "err", err)
+			// The engine went away or dropped the wait: wait again, and
+			// say so once.
+			if !warned {
+				s.rt.log.Warn("waiting on trial container failed; retrying", "container", s.name, "err", err)
+				warned = true
+			}
 			select {
 			case <-s.watchCtx.Done():
 				return
@@ -161,6 +167,14 @@ func (s *server) Stop(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, s.rt.opts.StopGrace+s.rt.opts.APITimeout)
 		err := s.rt.cli.ContainerStop(sctx, s.id, container.StopOptions{Timeout: &grace})
 		cancel()
+		if client.IsErrConnectionFailed(err) {
+			// No engine, no report of the exit to wait for. The container
+			// may live on; it is labelled, and the next Recover removes it.
+			s.l.Finish(runtime.Exit{Code: -1, Stopped: true, At: time.Now(),
+				Detail: "the engine became unreachable; the container's state is unknown"})
+			s.cancelWatch()
+			return fmt.Errorf("docker: trial container %s: stopping: %w: %w", s.name, ErrEngineUnreachable, err)
+		}
 		if err != nil && !errdefs.IsNotFound(err) && ctx.Err() == nil {
 			errs = append(errs, fmt.Errorf("stopping: %w", err))
 		}
@@ -181,9 +195,13 @@ func (s *server) Stop(ctx context.Context) error {
 		s.l.Finish(runtime.Exit{Code: -1, Stopped: true, Detail: "the engine did not report the container's exit", At: time.Now()})
 	}
 	rmErr := s.rt.cli.ContainerRemove(rctx, s.id, container.RemoveOptions{Force: true})
-	if rmErr != nil && !errdefs.IsNotFound(rmErr) {
+	switch {
+	case client.IsErrConnectionFailed(rmErr):
+		s.cancelWatch()
+		errs = append(errs, fmt.Errorf("removing: %w: %w", ErrEngineUnreachable, rmErr))
+	case rmErr != nil && !errdefs.IsNotFound(rmErr):
 		errs = append(errs, fmt.Errorf("removing: %w", rmErr))
-	} else {
+	default:
 		s.removed = true
 		s.cancelWatch()
 		if err := os.RemoveAll(s.dir); err != nil {

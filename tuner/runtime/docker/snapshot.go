@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
@@ -78,7 +79,7 @@ func (r *Runtime) takeOver(ctx context.Context) error {
 		if errdefs.IsNotFound(err) {
 			return fmt.Errorf("%w: %s", ErrContainerNotFound, r.opts.Existing)
 		}
-		return fmt.Errorf("docker: inspecting %s: %w", r.opts.Existing, err)
+		return apiErr("inspecting "+r.opts.Existing, err)
 	}
 	if info.ContainerJSONBase == nil || info.Config == nil || info.HostConfig == nil || info.State == nil {
 		return fmt.Errorf("docker: inspecting %s: the engine's answer lacks its configuration", r.opts.Existing)
@@ -127,7 +128,11 @@ func (r *Runtime) takeOver(ctx context.Context) error {
 // removed; on failure it stays and the error wraps ErrRestore.
 func (r *Runtime) restoreUser(ctx context.Context, snap *snapshot) error {
 	if err := r.putBack(ctx, snap); err != nil {
-		return fmt.Errorf("%w: %s (%s): %w (snapshot kept in %s)", ErrRestore, snap.Name, shortID(snap.ID), err, r.snapshotPath())
+		err = fmt.Errorf("%w: %s (%s): %w (snapshot kept in %s)", ErrRestore, snap.Name, shortID(snap.ID), err, r.snapshotPath())
+		if client.IsErrConnectionFailed(err) {
+			err = fmt.Errorf("%w: %w", ErrEngineUnreachable, err)
+		}
+		return err
 	}
 	if err := os.Remove(r.snapshotPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("docker: removing %s: %w", r.snapshotPath(), err)
