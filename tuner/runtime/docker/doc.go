@@ -13,7 +13,14 @@
 // io.batchtune.role=trial), and watches it with the engine's wait call;
 // when it ends, its exit code, the engine's OOM flag and the tail of its log
 // become the Server's Exit. Stop stops it (SIGTERM, then SIGKILL after the
-// grace period) and removes it. The runtime never pulls images.
+// grace period) and removes it. Recover pulls the image when the pull
+// policy says so (by default only when the engine lacks it). An engine that
+// cannot be reached, at Recover or mid-study, is reported promptly with
+// ErrEngineUnreachable rather than waited on.
+//
+// In existing-container mode, Production reads what the user's container
+// serves with (its arguments and its batching.config), the tuner's
+// baseline.
 //
 // Existing-container mode keeps the user's server safe. The first Start
 // inspects the container and writes the engine's inspect document to

@@ -9,8 +9,8 @@ var (
 	// ErrEngineUnreachable: no container engine answered at the configured
 	// address (DOCKER_HOST) within the time allowed.
 	ErrEngineUnreachable = errors.New("docker: container engine not reachable")
-	// ErrImageMissing: the trial image is not on the engine. The runtime
-	// never pulls; build or pull the image first.
+	// ErrImageMissing: the trial image is not on the engine and the pull
+	// policy forbids pulling it, or the pull failed.
 	ErrImageMissing = errors.New("docker: image not found on the engine")
 	// ErrContainerNotFound: the study's existing container does not exist.
 	ErrContainerNotFound = errors.New("docker: container not found")
