@@ -21,7 +21,7 @@ func DefaultStudy() *Study {
 		Target: Target{
 			Runtime:      RuntimeDocker,
 			Model:        Model{Signature: "serving_default"},
-			Ports:        Ports{GRPC: 8500, REST: 8501},
+			Ports:        Ports{}, // 0: free ports, picked per trial
 			Flags:        []string{},
 			StartTimeout: Duration(2 * time.Minute),
 			Docker: DockerTarget{
@@ -90,7 +90,7 @@ var fieldDocs = map[string]string{
 	"target.model.base_path": "--model_base_path as the server sees it. process: a host path, required.\n" +
 		"docker: a path inside the container; empty means /models/<model.name>\n(where docker.model_dir is mounted). Relative paths are relative to this file.",
 	"target.model.signature": "signature_name of the requests.",
-	"target.ports":           "Host-side ports batchtune reaches the server on.",
+	"target.ports":           "Host-side ports batchtune reaches the server on; 0 picks free ones per trial,\nso trials never collide with a TF Serving already listening on 8500/8501.",
 	"target.ports.grpc":      "gRPC port (--port inside, mapped from the host for docker).",
 	"target.ports.rest":      "REST port (--rest_api_port); metrics are scraped from it.",
 	"target.flags": "Extra tensorflow_model_server flags for every trial, as \"--name=value\".\n" +

@@ -93,8 +93,8 @@ func (s *Study) problems() Problems {
 		field string
 		port  int
 	}{{"target.ports.grpc", t.Ports.GRPC}, {"target.ports.rest", t.Ports.REST}} {
-		if p.port < 1 || p.port > 65535 {
-			ps.Add(p.field, "must be a port in 1..65535, got %d", p.port)
+		if p.port < 0 || p.port > 65535 {
+			ps.Add(p.field, "must be a port in 1..65535, or 0 for a free one, got %d", p.port)
 		}
 	}
 	if t.Ports.GRPC == t.Ports.REST && t.Ports.GRPC != 0 {

@@ -1,0 +1,390 @@
+package tuner_test
+
+// End-to-end tests: the tuner against the real stand-in (bin/tfs-emulator
+// built from this tree), through the real runtimes, probe and store. The
+// failure tests run everywhere; the docker test needs a container engine
+// (make test starts one and sets BATCHTUNE_ENGINE=required).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/probe"
+	"github.com/batchtune/batchtune/store"
+	"github.com/batchtune/batchtune/store/storetest"
+	"github.com/batchtune/batchtune/tuner"
+	"github.com/batchtune/batchtune/tuner/runtime/target"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// binaries builds tfs-emulator and batchtune from this tree once per test
+// binary and returns the directory holding them.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "batchtune-e2e-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", buildDir+"/", "../cmd/tfs-emulator", "../cmd/batchtune")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// modelCopy copies the bundled model name into a temp dir, letting edit
+// change its model.json, and returns the model's base path.
+func modelCopy(t *testing.T, name string, edit func(m map[string]any)) string {
+	t.Helper()
+	base := filepath.Join(t.TempDir(), name)
+	src := filepath.Join("..", "configs", "models", name)
+	if err := os.CopyFS(base, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		path := filepath.Join(base, "1", "model.json")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		if data, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return base
+}
+
+// processStudy is a small study of the stand-in's ranker through the
+// process runtime; body adds or overrides sections (later keys win is not
+// YAML: pass only sections not in the base).
+func processStudy(t *testing.T, binary, modelBase, space, extra string) *configs.Study {
+	t.Helper()
+	doc := fmt.Sprintf(`name: e2e
+target:
+  runtime: process
+  model: {name: ranker, base_path: %s}
+  start_timeout: 20s
+  process: {binary: %s}
+load:
+  mode: closed
+  concurrency: 16
+  connections: 2
+  request_timeout: 2s
+  payload:
+    batch: 1
+    inputs: [{name: features, dtype: DT_FLOAT, shape: [-1, 256]}]
+  warmup: {requests: 50, max_duration: 5s}
+  min_duration: 2s
+  max_duration: 4s
+slo:
+  latency: 60ms
+objective: max_throughput
+space:
+%s
+%s`, modelBase, binary, space, extra)
+	s, err := configs.ParseStudy(filepath.Join(t.TempDir(), "e2e.yaml"), []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// runStudy runs s once with the runtime its target names.
+func runStudy(t *testing.T, ctx context.Context, s *configs.Study, db *store.DB) (*tuner.Report, error) {
+	t.Helper()
+	rt, err := target.New(s.Target, target.Options{Study: s.Name, StateDir: t.TempDir()})
+	if err != nil {
+		return nil, err
+	}
+	tu, err := tuner.New(s, db, rt, nil, &tuner.Options{Cores: 2, GPUs: 1})
+	if err != nil {
+		return nil, err
+	}
+	return tu.Run(ctx, tuner.RunOptions{})
+}
+
+func TestE2EConfigThatDoesNotFitFailsFastAndTheStudyGoesOn(t *testing.T) {
+	bin := binaries(t)
+	s := processStudy(t, bin+"/tfs-emulator", modelCopy(t, "ranker", nil), `  max_batch_size: {values: [2048, 16]}
+  batch_timeout_micros: {values: [1000]}`, "search: {strategy: grid, trials: 2}\nconfirmation: {top_k: 1, repeats: 2}\n")
+	db := storetest.Open(t)
+	rep, err := runStudy(t, context.Background(), s, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logTrials(t, rep)
+	if len(rep.Trials) < 2 {
+		t.Fatalf("%d trials, want both configurations run", len(rep.Trials))
+	}
+	oom, fits := rep.Trials[0], rep.Trials[1]
+	if oom.Config[0].Value != 2048 {
+		oom, fits = fits, oom
+	}
+	if oom.State != store.TrialFailed || !strings.Contains(oom.Reason, "does not fit the device memory") {
+		t.Fatalf("trial 1 (max_batch_size 2048): %s %q, want failed for device memory", oom.State, oom.Reason)
+	}
+	if d := oom.Phases[len(oom.Phases)-1].At.Sub(oom.Phases[0].At); d > 10*time.Second {
+		t.Errorf("the OOM trial took %s; with --max_num_load_retries=0 it should fail in seconds", d)
+	}
+	if !strings.Contains(oom.LogTail, "OOM") {
+		t.Errorf("log tail %q lacks the server's OOM line", oom.LogTail)
+	}
+	if fits.State == store.TrialFailed || fits.Objective == nil {
+		t.Errorf("max_batch_size 16: %s %q, want measured", fits.State, fits.Reason)
+	}
+}
+
+func TestE2EServerCrashMidMeasurementIsAFailedTrial(t *testing.T) {
+	bin := binaries(t)
+	// The server kills itself 4 s after it starts: after load (1.5 s) and
+	// warmup, inside a measurement that lasts at least 6 s.
+	wrapper := filepath.Join(t.TempDir(), "crashing-server")
+	script := fmt.Sprintf("#!/bin/sh\n( sleep 4; kill -9 $$ ) &\nexec %s \"$@\"\n", bin+"/tfs-emulator")
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := processStudy(t, wrapper, modelCopy(t, "ranker", nil), `  max_batch_size: {values: [8, 16, 32]}`,
+		"search: {strategy: grid, trials: 3, max_failures: 2}\nconfirmation: {top_k: 1, repeats: 2}\n")
+	// A generous SLO, so that no early stop ends a measurement before the crash.
+	s.SLO.Latency = configs.Duration(3 * time.Second)
+	s.Load.MinDuration = configs.Duration(6 * time.Second)
+	s.Load.MaxDuration = configs.Duration(8 * time.Second)
+	db := storetest.Open(t)
+	start := time.Now()
+	rep, err := runStudy(t, context.Background(), s, db)
+	logTrials(t, rep)
+	if !errors.Is(err, tuner.ErrTooManyFailures) {
+		t.Fatalf("err = %v, want ErrTooManyFailures after two crashes", err)
+	}
+	if len(rep.Trials) != 2 {
+		t.Fatalf("%d trials, want 2", len(rep.Trials))
+	}
+	for _, tr := range rep.Trials {
+		if tr.State != store.TrialFailed || !strings.Contains(tr.Reason, "server exited: killed by signal") {
+			t.Errorf("trial %d: %s %q, want failed: server exited: killed by signal", tr.Seq, tr.State, tr.Reason)
+		}
+	}
+	if d := time.Since(start); d > 40*time.Second {
+		t.Errorf("two crashed trials took %s: the crash was not noticed promptly", d)
+	}
+}
+
+func TestE2EServerThatNeverBecomesReady(t *testing.T) {
+	bin := binaries(t)
+	slow := modelCopy(t, "ranker", func(m map[string]any) { m["load_time_ms"] = 600000 })
+	s := processStudy(t, bin+"/tfs-emulator", slow, `  max_batch_size: {values: [8]}`,
+		"search: {strategy: grid, trials: 1}\nconfirmation: {top_k: 1, repeats: 2}\n")
+	s.Target.StartTimeout = configs.Duration(3 * time.Second)
+	db := storetest.Open(t)
+	start := time.Now()
+	rep, err := runStudy(t, context.Background(), s, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := rep.Trials[0]
+	if tr.State != store.TrialFailed || !strings.Contains(tr.Reason, "not ready") {
+		t.Errorf("trial: %s %q, want failed: not ready", tr.State, tr.Reason)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %s for a 3 s start timeout", d)
+	}
+	if rep.Recommendation != nil || rep.Run.Outcome != store.OutcomeNoFeasible {
+		t.Errorf("outcome %s, recommendation %v; want no_feasible and none", rep.Run.Outcome, rep.Recommendation)
+	}
+}
+
+func TestE2EEngineNotReachable(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	s := processStudy(t, "/bin/true", "/models/ranker", `  max_batch_size: {values: [8]}`, "")
+	s.Target.Runtime = configs.RuntimeDocker
+	s.Target.Docker = configs.DockerTarget{Image: "localhost/tfs-emulator:dev", Pull: configs.PullNever}
+	db := storetest.Open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := runStudy(t, ctx, s, db)
+	if err == nil || !strings.Contains(err.Error(), "no-engine.sock") {
+		t.Fatalf("err = %v, want a clear error naming the engine's socket", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %s to report an unreachable engine", d)
+	}
+	if runs, _ := db.Runs(context.Background(), "e2e"); len(runs) != 0 {
+		t.Errorf("a run was created although the engine never answered: %+v", runs)
+	}
+}
+
+// engineRequired fails (under make test) or skips (a plain go test on a
+// machine without an engine) when no container engine answers.
+func engineRequired(t *testing.T) {
+	t.Helper()
+	if os.Getenv("DOCKER_HOST") != "" {
+		return
+	}
+	if os.Getenv("BATCHTUNE_ENGINE") == "required" {
+		t.Fatal("BATCHTUNE_ENGINE=required but DOCKER_HOST is not set (run .ci/engine-up)")
+	}
+	t.Skip("no container engine: DOCKER_HOST is not set (make test starts one)")
+}
+
+func TestE2EDockerFindsAClearlyBetterConfiguration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("several minutes of trials; run without -short")
+	}
+	engineRequired(t)
+	image := os.Getenv("BATCHTUNE_STANDIN_IMAGE")
+	if image == "" {
+		image = "localhost/tfs-emulator:dev"
+	}
+	abs, err := filepath.Abs("../configs/models/ranker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	export := filepath.Join(t.TempDir(), "batching.config")
+	doc := fmt.Sprintf(`name: e2e-docker
+target:
+  runtime: docker
+  model: {name: ranker, base_path: /models/ranker}
+  start_timeout: 60s
+  docker: {image: %s, pull: never, model_dir: %s}
+load:
+  mode: closed
+  concurrency: 32
+  connections: 2
+  request_timeout: 2s
+  payload:
+    batch: 1
+    inputs: [{name: features, dtype: DT_FLOAT, shape: [-1, 256]}]
+  warmup: {requests: 100, max_duration: 5s}
+  min_duration: 3s
+  max_duration: 8s
+slo:
+  latency: 50ms
+objective: max_throughput
+space:
+  max_batch_size: {min: 1, max: 128, scale: pow2}
+  batch_timeout_micros: {values: [0, 1000, 2000, 5000, 10000]}
+  num_batch_threads: {values: [1, 2, 4]}
+  max_enqueued_batches: {values: [4, 16, 64]}
+search: {strategy: bayes, trials: 16, seed: 7}
+confirmation: {top_k: 2, repeats: 3}
+export: {path: %s}
+`, image, abs, export)
+	s, err := configs.ParseStudy(filepath.Join(t.TempDir(), "docker.yaml"), []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.Open(t)
+	rep, err := runStudy(t, context.Background(), s, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logTrials(t, rep)
+	conf := rep.Confirmation
+	w := conf.WinnerCandidate()
+	if w == nil || rep.Recommendation == nil {
+		t.Fatalf("no recommendation: %s", rep.Run.Detail)
+	}
+	// Better than TF's defaults, with confidence: either the defaults
+	// break the SLO the winner meets, or the gain's interval is well above 0.
+	base := conf.Baseline
+	switch {
+	case !base.Eligible():
+		t.Logf("TF defaults break the SLO: %v", base.Reasons)
+	case conf.Gain == nil || !conf.Gain.Bounded || conf.Gain.Low < 0.2:
+		t.Errorf("gain over TF defaults %+v: want a lower bound of at least +20%%", conf.Gain)
+	}
+	// Better than the seeds' recipe: the winner's lower bound above the
+	// recipe's upper bound (or the recipe breaks the SLO).
+	for _, c := range conf.Candidates {
+		if c.Label != "seed recipe" || c.Label == w.Label {
+			continue
+		}
+		if c.Eligible() && !(w.Estimate.Low > c.Estimate.High) {
+			t.Errorf("winner %s [%.0f, %.0f] not clearly above the seed recipe [%.0f, %.0f]", w.Label, w.Estimate.Low, w.Estimate.High, c.Estimate.Low, c.Estimate.High)
+		}
+	}
+	// The exported file is accepted by the stand-in.
+	acceptsConfig(t, binaries(t)+"/tfs-emulator", abs, export)
+}
+
+// acceptsConfig starts the stand-in with the batching.config at path and
+// waits until it serves the model.
+func acceptsConfig(t *testing.T, binary, modelBase, path string) {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command(binary, fmt.Sprintf("--port=%d", port), "--model_name=ranker", "--model_base_path="+modelBase,
+		"--enable_batching", "--batching_parameters_file="+path, "--max_num_load_retries=0")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := probe.WaitReady(ctx, probe.Target{Addr: fmt.Sprintf("127.0.0.1:%d", port), Model: "ranker"}, 30*time.Second, nil); err != nil {
+		t.Errorf("the stand-in did not accept the exported %s: %v\n%s", path, err, out.String())
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func logTrials(t *testing.T, rep *tuner.Report) {
+	t.Helper()
+	if rep == nil {
+		return
+	}
+	for _, tr := range rep.Trials {
+		t.Logf("trial %d %-9s %-13s %v qps=%.0f p99=%s %s", tr.Seq, tr.Role, tr.State, tr.Config, tr.Summary.Throughput, tr.Summary.P99, tr.Reason)
+	}
+}
