@@ -14,18 +14,24 @@ const (
 	ScalePow2   = "pow2"   // the powers of two in [min, max]
 )
 
-// ParamSpec declares one tuned parameter by its TF Serving name: either a
-// list of values or a range with a scale. It is plain data as written in a
-// study; search.NewSpace turns a SpaceSpec into a searchable space and checks
-// the values against the parameter's meaning.
+// ParamSpec declares one tuned parameter by its TF Serving name: a list of
+// values, a range with a scale, or (for a derived parameter such as
+// allowed_batch_sizes) a list of named choices. It is plain data as written
+// in a study; search.NewSpace turns a SpaceSpec into a searchable space and
+// checks the values against the parameter's meaning.
+//
+// With values, scale is optional and names the metric the search models the
+// parameter on (linear or log); left empty, the search uses a log metric
+// when the values span a factor of 8 or more.
 type ParamSpec struct {
-	Name   string  `yaml:"-" json:"name"`
-	Values []int64 `yaml:"values,omitempty" json:"values,omitempty"`
-	Min    *int64  `yaml:"min,omitempty" json:"min,omitempty"`
-	Max    *int64  `yaml:"max,omitempty" json:"max,omitempty"`
-	Scale  string  `yaml:"scale,omitempty" json:"scale,omitempty"`
-	Step   int64   `yaml:"step,omitempty" json:"step,omitempty"`     // linear only; default 1
-	Points int     `yaml:"points,omitempty" json:"points,omitempty"` // log only
+	Name    string   `yaml:"-" json:"name"`
+	Values  []int64  `yaml:"values,omitempty" json:"values,omitempty"`
+	Choices []string `yaml:"choices,omitempty" json:"choices,omitempty"` // derived parameters only
+	Min     *int64   `yaml:"min,omitempty" json:"min,omitempty"`
+	Max     *int64   `yaml:"max,omitempty" json:"max,omitempty"`
+	Scale   string   `yaml:"scale,omitempty" json:"scale,omitempty"`
+	Step    int64    `yaml:"step,omitempty" json:"step,omitempty"`     // linear only; default 1
+	Points  int      `yaml:"points,omitempty" json:"points,omitempty"` // log only
 }
 
 // SpaceSpec is a study's space section: parameters in the order they were

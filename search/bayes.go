@@ -1,0 +1,450 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/batchtune/batchtune/configs"
+)
+
+// Bayes is Bayesian optimisation with Gaussian processes (gp.go): one
+// models the objective (log QPS, or −log P99) of the trials that were
+// measured; one the constraint margin (log P99/SLO, log rate/QPS, the error
+// rate against its budget) of every trial that measured anything,
+// early-stopped ones included with what they saw; and, once a server has
+// failed to come up (a max_batch_size beyond device memory, a crash), one
+// the failures (1) against the loads (0), read as a classifier. So no
+// unhappy trial is dropped: each tells where not to go. All use Matérn 5/2
+// kernels with a lengthscale per dimension over the space's unit cube
+// (log-scaled where the parameter is), hyperparameters fitted by marginal
+// likelihood, and learned observation noise.
+//
+// The first Init trials are an initial design: TF Serving's defaults and the
+// seeds' recipe snapped into the space, then the points of the study's
+// Halton sequence farthest from everything tried. After that each
+// suggestion maximises constrained expected improvement: EI over the best
+// feasible posterior mean, times the probability of feasibility, times the
+// soft prior (intra × inter threads far above the core count) raised to a
+// power that fades as trials accumulate. Until a feasible trial exists it
+// maximises the probability of feasibility alone. Several suggestions at
+// once are made diverse by the kriging believer: each pick is added as a
+// fantasy observation at its predicted mean, which shrinks the uncertainty
+// (and so the EI) around it before the next pick.
+type Bayes struct {
+	// Init is the size of the initial design, defaults and recipe
+	// included; default 8.
+	Init int
+	// Candidates bounds how many unfinished configurations are scored per
+	// call; spaces at most this large are scored whole, larger ones by a
+	// Halton sample plus the neighbours of the best trials. Default 4096.
+	Candidates int
+	// Xi is the improvement (in standard deviations of the objective model)
+	// below which EI counts nothing; default 0.01.
+	Xi float64
+	// PriorStrength is the weight of the soft intra × inter prior (the β of
+	// πBO); 0 means the default 3, a negative value switches it off.
+	PriorStrength float64
+	// FitMax bounds how many trials the hyperparameters are fitted on (the
+	// model then conditions on all of them); default 100.
+	FitMax int
+}
+
+var _ Strategy = (*Bayes)(nil)
+
+// Name is "bayes".
+func (*Bayes) Name() string { return "bayes" }
+
+type bayesSettings struct {
+	init, candidates, fitMax int
+	xi, beta                 float64
+}
+
+func (b *Bayes) settings() bayesSettings {
+	s := bayesSettings{init: b.Init, candidates: b.Candidates, fitMax: b.FitMax, xi: b.Xi, beta: b.PriorStrength}
+	if s.init == 0 {
+		s.init = 8
+	}
+	if s.candidates == 0 {
+		s.candidates = 4096
+	}
+	if s.fitMax == 0 {
+		s.fitMax = 100
+	}
+	if s.xi == 0 {
+		s.xi = 0.01
+	}
+	switch {
+	case s.beta == 0:
+		s.beta = 3
+	case s.beta < 0:
+		s.beta = 0
+	}
+	return s
+}
+
+// Validate checks the settings.
+func (b *Bayes) Validate(*Space) error {
+	var ps configs.Problems
+	if b.Init < 0 {
+		ps.Add("search.settings.init", "must not be negative, got %d", b.Init)
+	}
+	if b.Candidates < 0 || (b.Candidates > 0 && b.Candidates < 16) || b.Candidates > 1<<16 {
+		ps.Add("search.settings.candidates", "must be between 16 and %d (0 for the default), got %d", 1<<16, b.Candidates)
+	}
+	if b.Xi < 0 || math.IsNaN(b.Xi) || math.IsInf(b.Xi, 0) {
+		ps.Add("search.settings.xi", "must be a non-negative number, got %v", b.Xi)
+	}
+	if math.IsNaN(b.PriorStrength) || math.IsInf(b.PriorStrength, 0) {
+		ps.Add("search.settings.prior_strength", "must be a number, got %v", b.PriorStrength)
+	}
+	if b.FitMax < 0 || (b.FitMax > 0 && b.FitMax < 8) || b.FitMax > 1000 {
+		ps.Add("search.settings.fit_max", "must be between 8 and 1000 (0 for the default), got %d", b.FitMax)
+	}
+	return ps.Err()
+}
+
+func (b *Bayes) String() string {
+	s := b.settings()
+	return fmt.Sprintf("bayes(init=%d, candidates=%d, xi=%g, prior_strength=%g, fit_max=%d)", s.init, s.candidates, s.xi, s.beta, s.fitMax)
+}
+
+// observations is what the history tells the models.
+type observations struct {
+	fx       [][]float64 // objective data
+	fy       []float64
+	cx       [][]float64 // constraint-margin data (trials that measured something)
+	cy       []float64
+	lx       [][]float64 // load data: 1 for a server that failed to come up, 0 otherwise
+	ly       []float64
+	failures int
+	feasX    [][]float64 // measured feasible trials (the incumbent's candidates)
+	ranX     [][]float64 // every trial that ran or is pending, for space filling
+	ran      int
+}
+
+func (b *Bayes) observe(req Request) observations {
+	s := req.Space
+	var o observations
+	for _, tr := range req.History {
+		x, ok := s.features(tr.Config)
+		if !ok {
+			continue
+		}
+		if tr.Outcome.ran() {
+			o.ran++
+			o.ranX = append(o.ranX, x)
+		}
+		if tr.Outcome.ran() && tr.Outcome != Invalid {
+			failed := 0.0
+			if tr.Outcome == Failed {
+				failed = 1
+				o.failures++
+			}
+			o.lx = append(o.lx, x)
+			o.ly = append(o.ly, failed)
+		}
+		if m, ok := margin(req.Objective, s.rules.SLO, tr); ok && tr.Outcome != Failed {
+			o.cx = append(o.cx, x)
+			o.cy = append(o.cy, m)
+		}
+		if tr.Outcome == Succeeded && tr.Measured {
+			y := math.Log(math.Max(tr.Value, 1e-12))
+			if req.Objective.Direction() == Minimize {
+				y = -y
+			}
+			o.fx = append(o.fx, x)
+			o.fy = append(o.fy, y)
+			if tr.Feasible {
+				o.feasX = append(o.feasX, x)
+			}
+		}
+	}
+	return o
+}
+
+// Suggest returns the initial design while it lasts, then the points of
+// highest constrained expected improvement.
+func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) {
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	if err := b.Validate(req.Space); err != nil {
+		return nil, err
+	}
+	st := b.settings()
+	t := takenFrom(req.History)
+	obs := b.observe(req)
+
+	var out []Suggestion
+	design := max(st.init-obs.ran, 0)
+	if len(obs.fx) < 2 && len(obs.lx) < 2 {
+		design = req.N // nothing to model yet
+	}
+	if design > 0 {
+		pts, err := b.design(ctx, req, t, obs.ranX, min(design, req.N))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pts...)
+	}
+	if len(out) == req.N || len(out) < min(design, req.N) {
+		return out, nil // done, or the space ran out
+	}
+	more, err := b.acquire(ctx, req, st, obs, t, req.N-len(out))
+	if err != nil {
+		return nil, err
+	}
+	return append(out, more...), nil
+}
+
+// design returns up to n initial-design points: defaults, recipe, then
+// maximin picks from the Halton sequence. It marks them in t.
+func (b *Bayes) design(ctx context.Context, req Request, t taken, tried [][]float64, n int) ([]Suggestion, error) {
+	s := req.Space
+	var out []Suggestion
+	tried = slices.Clone(tried)
+	add := func(c Config, why string) {
+		t[c.Key()] = true
+		x, _ := s.features(c)
+		tried = append(tried, x)
+		out = append(out, Suggestion{Config: c, Reason: why})
+	}
+	for _, a := range []struct {
+		c   Config
+		why string
+	}{{s.Defaults(), "tf-defaults"}, {s.Recipe(), "recipe"}} {
+		if len(out) == n {
+			return out, nil
+		}
+		idx, ok := s.indexOf(a.c)
+		if ok && !t[a.c.Key()] && s.isRunnable(idx) {
+			add(a.c, a.why)
+		}
+	}
+	for len(out) < n {
+		// The Halton pool is drawn without marking t, so each round sees
+		// the same sequence minus what was picked.
+		pool, err := s.halton(ctx, req.Seed, maps(t), 64)
+		if err != nil {
+			return nil, err
+		}
+		if len(pool) == 0 {
+			break
+		}
+		best, bestD := pool[0], -1.0
+		for _, idx := range pool {
+			x := s.featuresAt(idx)
+			d := math.Inf(1)
+			for _, y := range tried {
+				d = math.Min(d, sqDist(x, y))
+			}
+			if d > bestD {
+				best, bestD = idx, d
+			}
+		}
+		add(s.configAt(best), "space-filling")
+	}
+	return out, nil
+}
+
+func maps(t taken) taken {
+	c := make(taken, len(t))
+	for k, v := range t {
+		c[k] = v
+	}
+	return c
+}
+
+// acquire returns up to n points of highest constrained EI, diversified by
+// the kriging believer.
+func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs observations, t taken, n int) ([]Suggestion, error) {
+	s := req.Space
+	cands, err := b.candidates(ctx, req, st, t)
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	xs := make([][]float64, len(cands))
+	for i, idx := range cands {
+		xs[i] = s.featuresAt(idx)
+	}
+
+	var fpost, cpost, lpost *posterior
+	var fgp, cgp, lgp *gp
+	if len(obs.fx) >= 2 {
+		if fgp, err = fitGP(ctx, obs.fx, obs.fy, st.fitMax); err != nil {
+			return nil, err
+		}
+		fpost = fgp.predict(xs)
+	}
+	if len(obs.cx) >= 1 {
+		if cgp, err = fitGP(ctx, obs.cx, obs.cy, st.fitMax); err != nil {
+			return nil, err
+		}
+		cpost = cgp.predict(xs)
+	}
+	if obs.failures > 0 {
+		if lgp, err = fitGP(ctx, obs.lx, obs.ly, st.fitMax); err != nil {
+			return nil, err
+		}
+		lpost = lgp.predict(xs)
+	}
+
+	// Incumbent: the best posterior mean among feasible measured trials
+	// (robust to a lucky measurement, unlike the best observed value).
+	best, haveBest := math.Inf(-1), false
+	if fgp != nil && len(obs.feasX) > 0 {
+		p := fgp.predict(obs.feasX)
+		for _, m := range p.mu {
+			best = math.Max(best, m)
+		}
+		haveBest = true
+	}
+
+	prior := make([]float64, len(cands))
+	exponent := st.beta / float64(obs.ran+1)
+	for i, idx := range cands {
+		prior[i] = math.Pow(softPrior(s, s.configAt(idx)), exponent)
+	}
+
+	unit := distuv.UnitNormal
+	// Probability of feasibility: the server comes up (failure model,
+	// thresholded at ½) and then meets the constraints (margin model).
+	pf := func(j int) float64 {
+		p := 1.0
+		if cpost != nil {
+			mu := cpost.mu[j]*cgp.std + cgp.mean
+			sd := cpost.sd(j) * cgp.std
+			p = unit.CDF(-mu / sd)
+		}
+		if lpost != nil {
+			mu := lpost.mu[j]*lgp.std + lgp.mean
+			sd := lpost.sd(j) * lgp.std
+			p *= unit.CDF((0.5 - mu) / sd)
+		}
+		return p
+	}
+	ei := func(j int) float64 {
+		if fpost == nil || !haveBest {
+			return 0
+		}
+		sd := fpost.sd(j)
+		imp := fpost.mu[j] - best - st.xi
+		z := imp / sd
+		return imp*unit.CDF(z) + sd*unit.Prob(z)
+	}
+
+	used := make([]bool, len(cands))
+	var out []Suggestion
+	for len(out) < n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		bestJ, bestA := -1, math.Inf(-1)
+		var bestExp float64
+		for j := range cands {
+			if used[j] {
+				continue
+			}
+			var a, exp float64
+			if haveBest {
+				e := ei(j) * pf(j)
+				a = e * prior[j]
+				exp = e * fgp.std
+			} else {
+				// No feasible trial yet: look for feasibility, preferring
+				// uncertain places among equally likely ones.
+				a = pf(j) * prior[j]
+				if fpost != nil {
+					a *= 1 + 0.1*fpost.sd(j)
+				}
+			}
+			if a > bestA {
+				bestJ, bestA, bestExp = j, a, exp
+			}
+		}
+		if bestJ < 0 {
+			break
+		}
+		used[bestJ] = true
+		sg := Suggestion{Config: s.configAt(cands[bestJ]), Reason: "feasibility"}
+		if haveBest {
+			e := bestExp
+			sg.Expected = &e
+			sg.Reason = "expected-improvement"
+		}
+		t[sg.Config.Key()] = true
+		out = append(out, sg)
+		if len(out) < n {
+			if fpost != nil {
+				fpost.believe(bestJ)
+			}
+			if cpost != nil {
+				cpost.believe(bestJ)
+			}
+			if lpost != nil {
+				lpost.believe(bestJ)
+			}
+		}
+	}
+	return out, nil
+}
+
+// candidates lists the unfinished runnable points to score: the whole space
+// when small enough, else a Halton sample plus the neighbours of the best
+// feasible trials.
+func (b *Bayes) candidates(ctx context.Context, req Request, st bayesSettings, t taken) ([][]int, error) {
+	s := req.Space
+	if s.Size() <= int64(st.candidates) {
+		return s.unseenRunnable(ctx, t, -1)
+	}
+	pool := maps(t)
+	pts, err := s.halton(ctx, req.Seed^uint64(len(req.History)), pool, st.candidates)
+	if err != nil {
+		return nil, err
+	}
+	// Neighbours (radius 1) of the five best measured feasible trials.
+	hc := &HillClimb{}
+	for i, p := range hc.measured(s, req) {
+		if i == 5 || !p.feas {
+			break
+		}
+		for _, idx := range s.neighbourhood(p.idx, 1) {
+			k := s.configAt(idx).Key()
+			if pool[k] || !s.isRunnable(idx) {
+				continue
+			}
+			pool[k] = true
+			pts = append(pts, idx)
+		}
+	}
+	return pts, nil
+}
+
+// softPrior is the prior belief in a configuration, in (0, 1]: 1 unless
+// intra-op × inter-op threads (0 = auto = one per core) exceed twice the
+// core count, then falling with the square root of the excess. It only
+// weights the acquisition; it never excludes a configuration.
+func softPrior(s *Space, c Config) float64 {
+	_, hasIntra := s.byName[IntraOpParallelism]
+	_, hasInter := s.byName[InterOpParallelism]
+	if !hasIntra && !hasInter {
+		return 1
+	}
+	cores := float64(max(s.rules.Cores, 1))
+	eff := func(name string) float64 {
+		v := s.value(c, name)
+		if v <= 0 {
+			return cores
+		}
+		return float64(v)
+	}
+	prod := eff(IntraOpParallelism) * eff(InterOpParallelism)
+	if prod <= 2*cores {
+		return 1
+	}
+	return math.Sqrt(2 * cores / prod)
+}

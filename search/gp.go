@@ -1,0 +1,469 @@
+package search
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/optimize"
+)
+
+// gp is Gaussian-process regression with a Matérn 5/2 ARD kernel over the
+// space's unit-cube features, a constant mean (the data's), and Gaussian
+// observation noise. Targets are standardised; predictions are returned in
+// the standardised units and scale converts them back.
+type gp struct {
+	x          [][]float64
+	ls         []float64 // lengthscale per dimension
+	sf2, sn2   float64   // signal and noise variance (standardised units)
+	mean, std  float64   // standardisation of the targets
+	u          blas64.Triangular
+	alpha      []float64 // K⁻¹ y (standardised)
+	logML      float64   // log marginal likelihood at the fitted hyperparameters
+	fitPoints  int       // how many points the hyperparameters were fitted on
+	fitFailure error     // non-nil when every start failed and defaults were used
+}
+
+const sqrt5 = 2.23606797749979
+
+// matern52 is the Matérn 5/2 correlation at scaled distance r.
+func matern52(r float64) float64 {
+	s := sqrt5 * r
+	return (1 + s + s*s/3) * math.Exp(-s)
+}
+
+// Bounds and weak priors on the log hyperparameters (MAP estimate: the
+// marginal likelihood plus a log-normal prior on each), in units of the
+// unit cube and standardised targets.
+var (
+	lsPrior  = logPrior{mean: 0, sd: 1.0, lo: math.Log(0.01), hi: math.Log(20)}
+	sf2Prior = logPrior{mean: 0, sd: 1.5, lo: math.Log(0.01), hi: math.Log(100)}
+	sn2Prior = logPrior{mean: math.Log(0.02), sd: 2, lo: math.Log(1e-6), hi: math.Log(2)}
+)
+
+type logPrior struct{ mean, sd, lo, hi float64 }
+
+// penalty is the negative log prior (up to a constant) plus a steep wall
+// outside [lo, hi], and its derivative.
+func (p logPrior) penalty(t float64) (float64, float64) {
+	z := (t - p.mean) / p.sd
+	v, g := 0.5*z*z, z/p.sd
+	if t < p.lo {
+		v += 50 * (p.lo - t) * (p.lo - t)
+		g -= 100 * (p.lo - t)
+	}
+	if t > p.hi {
+		v += 50 * (t - p.hi) * (t - p.hi)
+		g += 100 * (t - p.hi)
+	}
+	return v, g
+}
+
+func (p logPrior) clamp(t float64) float64 { return math.Max(p.lo, math.Min(p.hi, t)) }
+
+// fitGP fits hyperparameters by maximising the marginal likelihood (with
+// the weak priors above) on at most fitMax of the points, chosen
+// deterministically, with L-BFGS from two starts, then conditions on every
+// point.
+func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int) (*gp, error) {
+	n := len(x)
+	d := len(x[0])
+	mean, std := meanStd(y)
+	ys := make([]float64, n)
+	for i, v := range y {
+		ys[i] = (v - mean) / std
+	}
+
+	sub := fitSubset(ys, fitMax)
+	sx := make([][]float64, len(sub))
+	sy := make([]float64, len(sub))
+	for i, j := range sub {
+		sx[i], sy[i] = x[j], ys[j]
+	}
+	ml := newMarginal(sx, sy)
+
+	starts := [][3]float64{{math.Log(0.3), 0, math.Log(0.01)}, {math.Log(1.0), 0, math.Log(0.1)}}
+	best := math.Inf(1)
+	var theta []float64
+	var fitErr error
+	for _, s := range starts {
+		init := make([]float64, d+2)
+		for i := range d {
+			init[i] = s[0]
+		}
+		init[d], init[d+1] = s[1], s[2]
+		prob := optimize.Problem{
+			Func: ml.value,
+			Grad: ml.grad,
+			Status: func() (optimize.Status, error) {
+				if err := ctx.Err(); err != nil {
+					return optimize.Failure, err
+				}
+				return optimize.NotTerminated, nil
+			},
+		}
+		res, err := optimize.Minimize(prob, init, &optimize.Settings{
+			MajorIterations: 40,
+			Converger:       &optimize.FunctionConverge{Absolute: 1e-4, Relative: 1e-4, Iterations: 4},
+		}, &optimize.LBFGS{})
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		if res == nil {
+			fitErr = errors.Join(fitErr, err)
+			continue
+		}
+		// A failed line search still leaves the best point found.
+		if res.F < best && !math.IsNaN(res.F) {
+			best, theta = res.F, slices.Clone(res.X)
+		}
+	}
+	if theta == nil {
+		theta = make([]float64, d+2)
+		for i := range d {
+			theta[i] = lsPrior.mean
+		}
+		theta[d], theta[d+1] = sf2Prior.mean, sn2Prior.mean
+	}
+	g := &gp{x: x, mean: mean, std: std, fitPoints: len(sub), fitFailure: fitErr}
+	g.ls = make([]float64, d)
+	for i := range d {
+		g.ls[i] = math.Exp(lsPrior.clamp(theta[i]))
+	}
+	g.sf2 = math.Exp(sf2Prior.clamp(theta[d]))
+	g.sn2 = math.Exp(sn2Prior.clamp(theta[d+1]))
+	if err := g.condition(ys); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func meanStd(y []float64) (float64, float64) {
+	var m float64
+	for _, v := range y {
+		m += v
+	}
+	m /= float64(len(y))
+	var s float64
+	for _, v := range y {
+		s += (v - m) * (v - m)
+	}
+	s = math.Sqrt(s / float64(len(y)))
+	if s < 1e-9 || math.IsNaN(s) {
+		s = 1
+	}
+	return m, s
+}
+
+// fitSubset chooses at most max points to fit hyperparameters on: all of
+// them when few, else the best half by target and an even spread of the
+// rest in history order.
+func fitSubset(y []float64, limit int) []int {
+	n := len(y)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	if n <= limit {
+		return all
+	}
+	byY := slices.Clone(all)
+	slices.SortStableFunc(byY, func(a, b int) int { return cmp.Compare(y[b], y[a]) })
+	chosen := map[int]bool{}
+	for _, i := range byY[:limit/2] {
+		chosen[i] = true
+	}
+	var rest []int
+	for _, i := range all {
+		if !chosen[i] {
+			rest = append(rest, i)
+		}
+	}
+	need := limit - len(chosen)
+	for k := range need {
+		chosen[rest[k*len(rest)/need]] = true
+	}
+	out := make([]int, 0, limit)
+	for _, i := range all {
+		if chosen[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// condition factorises K + sn2 I for the fitted hyperparameters and solves
+// for alpha.
+func (g *gp) condition(ys []float64) error {
+	n := len(g.x)
+	k := mat.NewSymDense(n, nil)
+	for a := range n {
+		for b := a; b < n; b++ {
+			v := g.kern(g.x[a], g.x[b])
+			if a == b {
+				v += g.sn2 + 1e-9
+			}
+			k.SetSym(a, b, v)
+		}
+	}
+	var ch mat.Cholesky
+	for jitter := 1e-8; !ch.Factorize(k); jitter *= 10 {
+		if jitter > 1 {
+			return errors.New("search: gaussian process covariance is not positive definite")
+		}
+		for a := range n {
+			k.SetSym(a, a, k.At(a, a)+jitter)
+		}
+	}
+	var u mat.TriDense
+	ch.UTo(&u)
+	g.u = u.RawTriangular()
+	al := mat.NewVecDense(n, nil)
+	if err := ch.SolveVecTo(al, mat.NewVecDense(n, ys)); err != nil {
+		var c mat.Condition
+		if !errors.As(err, &c) {
+			return err
+		}
+	}
+	g.alpha = al.RawVector().Data
+	return nil
+}
+
+func (g *gp) kern(a, b []float64) float64 {
+	var r2 float64
+	for i := range a {
+		z := (a[i] - b[i]) / g.ls[i]
+		r2 += z * z
+	}
+	return g.sf2 * matern52(math.Sqrt(r2))
+}
+
+// posterior is the GP's prediction at m candidate points: mean and variance
+// of the latent function (standardised units), and the rows of
+// V = Kₓ*ᵀ U⁻¹ that give posterior covariances between candidates.
+type posterior struct {
+	g    *gp
+	xs   [][]float64
+	mu   []float64
+	vari []float64
+	v    blas64.General // m × n
+	// fantasies are the kriging-believer updates applied so far: each the
+	// vector cov(·, p)/sqrt(var(p)+sn2) over the candidates.
+	fantasies [][]float64
+}
+
+// predict computes the posterior at xs.
+func (g *gp) predict(xs [][]float64) *posterior {
+	n, m := len(g.x), len(xs)
+	p := &posterior{g: g, xs: xs, mu: make([]float64, m), vari: make([]float64, m)}
+	p.v = blas64.General{Rows: m, Cols: n, Stride: n, Data: make([]float64, m*n)}
+	for j, x := range xs {
+		row := p.v.Data[j*n : (j+1)*n]
+		var mu float64
+		for i, xi := range g.x {
+			row[i] = g.kern(x, xi)
+			mu += row[i] * g.alpha[i]
+		}
+		p.mu[j] = mu
+	}
+	if n > 0 && m > 0 {
+		blas64.Trsm(blas.Right, blas.NoTrans, 1, g.u, p.v)
+	}
+	for j := range xs {
+		row := p.v.Data[j*n : (j+1)*n]
+		var s float64
+		for _, r := range row {
+			s += r * r
+		}
+		p.vari[j] = math.Max(g.sf2-s, 1e-12)
+	}
+	return p
+}
+
+// sd is the latent standard deviation at candidate j.
+func (p *posterior) sd(j int) float64 { return math.Sqrt(p.vari[j]) }
+
+// believe conditions the posterior on a fantasy observation at candidate
+// j equal to its mean (kriging believer): means are unchanged, variances
+// shrink around j. Cost O(m (n + fantasies)).
+func (p *posterior) believe(j int) {
+	n := len(p.g.x)
+	m := len(p.xs)
+	rowJ := p.v.Data[j*n : (j+1)*n]
+	denom := math.Sqrt(p.vari[j] + p.g.sn2)
+	f := make([]float64, m)
+	for c := range m {
+		row := p.v.Data[c*n : (c+1)*n]
+		cov := p.g.kern(p.xs[c], p.xs[j])
+		for i := range n {
+			cov -= row[i] * rowJ[i]
+		}
+		for _, prev := range p.fantasies {
+			cov -= prev[c] * prev[j]
+		}
+		f[c] = cov / denom
+	}
+	for c := range m {
+		p.vari[c] = math.Max(p.vari[c]-f[c]*f[c], 1e-12)
+	}
+	p.fantasies = append(p.fantasies, f)
+}
+
+// marginal evaluates the negative log marginal likelihood (plus priors) of
+// the hyperparameters θ = (log ls₁..d, log sf2, log sn2) and its gradient.
+type marginal struct {
+	x          [][]float64
+	y          []float64
+	diff2      [][]float64 // per dimension, (x_a - x_b)² for a, b in row-major n×n
+	rbuf, ebuf []float64   // per-pair scratch
+	// cache of the last evaluation
+	last []float64
+	f    float64
+	g    []float64
+}
+
+func newMarginal(x [][]float64, y []float64) *marginal {
+	n, d := len(x), len(x[0])
+	ml := &marginal{x: x, y: y, diff2: make([][]float64, d)}
+	for k := range d {
+		dk := make([]float64, n*n)
+		for a := range n {
+			for b := range n {
+				z := x[a][k] - x[b][k]
+				dk[a*n+b] = z * z
+			}
+		}
+		ml.diff2[k] = dk
+	}
+	return ml
+}
+
+func (ml *marginal) value(theta []float64) float64 {
+	ml.eval(theta)
+	return ml.f
+}
+
+func (ml *marginal) grad(grad, theta []float64) {
+	ml.eval(theta)
+	copy(grad, ml.g)
+}
+
+// eval computes the objective and gradient at theta, reusing the last
+// result when theta has not changed (L-BFGS asks for both separately).
+func (ml *marginal) eval(theta []float64) {
+	if ml.last != nil && slices.Equal(ml.last, theta) {
+		return
+	}
+	ml.last = slices.Clone(theta)
+	n, d := len(ml.x), len(ml.diff2)
+	if ml.g == nil {
+		ml.g = make([]float64, d+2)
+	}
+	for i := range ml.g {
+		ml.g[i] = 0
+	}
+	inv := make([]float64, d)
+	for k := range d {
+		inv[k] = math.Exp(-2 * theta[k]) // 1/ls²
+	}
+	sf2, sn2 := math.Exp(theta[d]), math.Exp(theta[d+1])
+
+	// r, e^{−√5 r} and the kernel for each pair (a ≤ b), computed once:
+	// the exponential dominates the cost.
+	r := ml.rbuf[:0]
+	e := ml.ebuf[:0]
+	kmat := mat.NewSymDense(n, nil)
+	for a := range n {
+		for b := a; b < n; b++ {
+			var r2 float64
+			for k := range d {
+				r2 += ml.diff2[k][a*n+b] * inv[k]
+			}
+			rab := math.Sqrt(r2)
+			eab := math.Exp(-sqrt5 * rab)
+			r, e = append(r, rab), append(e, eab)
+			v := sf2 * (1 + sqrt5*rab + 5*rab*rab/3) * eab
+			if a == b {
+				v += sn2 + 1e-9
+			}
+			kmat.SetSym(a, b, v)
+		}
+	}
+	ml.rbuf, ml.ebuf = r, e
+	var ch mat.Cholesky
+	if !ch.Factorize(kmat) {
+		// Not positive definite at these hyperparameters: a large value
+		// sends the line search back.
+		ml.f = 1e10
+		return
+	}
+	alpha := mat.NewVecDense(n, nil)
+	if err := ch.SolveVecTo(alpha, mat.NewVecDense(n, ml.y)); err != nil {
+		var c mat.Condition
+		if !errors.As(err, &c) {
+			ml.f = 1e10
+			return
+		}
+	}
+	var fit float64
+	for i, v := range ml.y {
+		fit += v * alpha.AtVec(i)
+	}
+	f := 0.5*fit + 0.5*ch.LogDet() + 0.5*float64(n)*math.Log(2*math.Pi)
+
+	var kinv mat.SymDense
+	if err := ch.InverseTo(&kinv); err != nil {
+		var c mat.Condition
+		if !errors.As(err, &c) {
+			ml.f = 1e10
+			return
+		}
+	}
+	// dNLML/dθ = ½ tr((K⁻¹ − ααᵀ) ∂K/∂θ), summed over a ≤ b with the
+	// off-diagonal pairs counted twice.
+	w := kinv.RawSymmetric()
+	al := alpha.RawVector().Data
+	var gsf, gsn float64
+	p := 0
+	for a := range n {
+		for b := a; b < n; b, p = b+1, p+1 {
+			wab := w.Data[a*w.Stride+b] - al[a]*al[b]
+			rab, eab := r[p], e[p]
+			kab := sf2 * (1 + sqrt5*rab + 5*rab*rab/3) * eab
+			if a == b {
+				gsf += wab * kab
+				gsn += wab * sn2
+				continue
+			}
+			gsf += 2 * wab * kab
+			// ∂k/∂log ls_k = sf2 · 5/3 (1 + √5 r) e^{−√5 r} · d_k²/ls_k².
+			common := 2 * wab * sf2 * 5 / 3 * (1 + sqrt5*rab) * eab
+			for k := range d {
+				ml.g[k] += common * ml.diff2[k][a*n+b] * inv[k]
+			}
+		}
+	}
+	for k := range d {
+		ml.g[k] *= 0.5
+	}
+	ml.g[d] = 0.5 * gsf
+	ml.g[d+1] = 0.5 * gsn
+
+	for k := range d {
+		v, gk := lsPrior.penalty(theta[k])
+		f += v
+		ml.g[k] += gk
+	}
+	v, gk := sf2Prior.penalty(theta[d])
+	f += v
+	ml.g[d] += gk
+	v, gk = sn2Prior.penalty(theta[d+1])
+	f += v
+	ml.g[d+1] += gk
+	ml.f = f
+}

@@ -1,0 +1,435 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/batchtune/batchtune/search"
+)
+
+// BenchOptions configures Bench. Zero values take the documented defaults.
+type BenchOptions struct {
+	// Strategies to compare; required.
+	Strategies []search.Strategy
+	// Seeds is how many seeds (1..Seeds) each strategy runs with; default 30.
+	Seeds int
+	// Budget is the study's trial budget: the final pick and the stopping
+	// rule are judged after Budget trials; default 50 (or the number of
+	// runnable configurations, if smaller).
+	Budget int
+	// Horizon is how many trials a run may take to reach every target
+	// (runs go on past Budget until they reach them or Horizon); default
+	// the smaller of 400 and the number of runnable configurations.
+	Horizon int
+	// Batch is how many suggestions each Suggest call asks for; default 1.
+	Batch int
+	// Targets are the fractions of the best feasible objective to report
+	// trials-to-reach for; default 0.95 and 0.99.
+	Targets []float64
+	// Stop is the stopping rule whose verdict is reported beside the
+	// budget; default search.DefaultStopRule(Budget).
+	Stop *search.StopRule
+	// Workers run seeds in parallel; default GOMAXPROCS.
+	Workers int
+	// Logger receives a line per finished run; nil discards.
+	Logger *slog.Logger
+}
+
+// Run is one strategy's run with one seed.
+type Run struct {
+	Seed uint64
+	// Reach holds, per target, the number of trials run until a truly
+	// feasible configuration within the target was first run; 0 when it
+	// never was within the horizon.
+	Reach []int
+	// Trials is how many trials ran.
+	Trials int
+	// Pick is the recommendation after Budget trials, before
+	// confirmation: the trial with the best measured objective among those
+	// measured feasible (nil when none was). PickTruth is its truth.
+	Pick      search.Config
+	PickTruth Truth
+	// StopAt is the trial count at which the stopping rule fired (0: never
+	// before the budget), and StopPick the pick at that point.
+	StopAt        int
+	StopPickRatio float64
+	// SuggestTime is the wall time spent in Suggest over the run's Calls.
+	SuggestTime time.Duration
+	Calls       int
+}
+
+// Row summarises one strategy over every seed.
+type Row struct {
+	Strategy string
+	// Median and P90 per target: trials to reach it, by the nearest-rank
+	// method over seeds, +Inf when that rank never reached it.
+	Median, P90 []float64
+	// Reached counts the seeds that reached each target.
+	Reached []int
+	// PickFeasible is the share of seeds whose final pick was truly
+	// feasible; PickRatio the median over seeds of the pick's true
+	// objective relative to the best (1 = the best; 0 for an infeasible or
+	// missing pick).
+	PickFeasible float64
+	PickRatio    float64
+	// StopMedian is the median trial count at which the stopping rule
+	// fired (+Inf when it mostly did not), StopPickRatio the median pick
+	// ratio at that point.
+	StopMedian    float64
+	StopPickRatio float64
+	// SuggestMean is the mean wall time of one Suggest call (wall clock
+	// on whatever machine ran the bench: indicative only).
+	SuggestMean time.Duration
+	Runs        []Run
+}
+
+// Report is Bench's result for one surface.
+type Report struct {
+	Surface   string
+	Objective search.Objective
+	SLO       time.Duration
+	Runnable  int // configurations passing the hard rules
+	Feasible  int // of which truly feasible
+	Best      search.Config
+	BestTruth Truth
+	Seeds     int
+	Budget    int
+	Horizon   int
+	Batch     int
+	Targets   []float64
+	Rows      []Row
+}
+
+// Bench runs every strategy with seeds 1..Seeds against s, each run asking
+// for Batch suggestions at a time until Budget trials ran and every target
+// was reached (or Horizon trials ran), and summarises trials-to-target, the
+// pick after Budget trials and the stopping rule per strategy. Runs are
+// independent and deterministic per seed, so the report does not depend on
+// Workers (except the suggestion times).
+func Bench(ctx context.Context, s *Surface, opts BenchOptions) (*Report, error) {
+	if len(opts.Strategies) == 0 {
+		return nil, errors.New("replay: no strategies to benchmark")
+	}
+	for _, st := range opts.Strategies {
+		if err := st.Validate(s.space); err != nil {
+			return nil, fmt.Errorf("replay: strategy %s: %w", st.Name(), err)
+		}
+	}
+	runnable, err := s.space.Runnable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	best, bestTruth, ok := s.Best()
+	if !ok {
+		return nil, fmt.Errorf("replay: surface %s has no truly feasible configuration to aim at", s.Name)
+	}
+	rep := &Report{
+		Surface: s.Name, Objective: s.objective(), SLO: time.Duration(s.SLO),
+		Runnable: len(runnable), Best: best, BestTruth: bestTruth,
+		Seeds: opts.Seeds, Budget: opts.Budget, Horizon: opts.Horizon, Batch: opts.Batch, Targets: opts.Targets,
+	}
+	for _, c := range runnable {
+		if t, ok := s.Truth(c); ok && t.Feasible {
+			rep.Feasible++
+		}
+	}
+	if rep.Seeds == 0 {
+		rep.Seeds = 30
+	}
+	if rep.Budget == 0 {
+		rep.Budget = min(50, len(runnable))
+	}
+	if rep.Horizon == 0 {
+		rep.Horizon = min(400, len(runnable))
+	}
+	if rep.Horizon < rep.Budget {
+		return nil, fmt.Errorf("replay: horizon %d is shorter than the budget %d", rep.Horizon, rep.Budget)
+	}
+	if rep.Batch == 0 {
+		rep.Batch = 1
+	}
+	if rep.Targets == nil {
+		rep.Targets = []float64{0.95, 0.99}
+	}
+	stop := search.DefaultStopRule(rep.Budget)
+	if opts.Stop != nil {
+		stop = *opts.Stop
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+
+	type job struct{ strat, seed int }
+	runs := make([][]Run, len(opts.Strategies))
+	for i := range runs {
+		runs[i] = make([]Run, rep.Seeds)
+	}
+	jobs := make(chan job)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				st := opts.Strategies[j.strat]
+				r, err := benchRun(ctx, s, st, uint64(j.seed+1), rep, stop)
+				if err != nil {
+					errs <- fmt.Errorf("replay: %s seed %d: %w", st.Name(), j.seed+1, err)
+					cancel()
+					return
+				}
+				log.Debug("bench run", "surface", s.Name, "strategy", st.Name(), "seed", r.Seed, "reach", r.Reach, "pick_feasible", r.PickTruth.Feasible)
+				runs[j.strat][j.seed] = r
+			}
+		}()
+	}
+feed:
+	for si := range opts.Strategies {
+		for seed := range rep.Seeds {
+			select {
+			case jobs <- job{si, seed}:
+			case <-ctx.Done():
+				break feed
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if err := errors.Join(slices.Collect(chanValues(errs))...); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for si, st := range opts.Strategies {
+		rep.Rows = append(rep.Rows, summarise(st.Name(), runs[si], rep.Targets, func(c search.Config, t Truth) float64 {
+			if c == nil || !t.Feasible {
+				return 0
+			}
+			return s.ratio(t.Value, bestTruth.Value)
+		}))
+	}
+	return rep, nil
+}
+
+func chanValues(c <-chan error) func(func(error) bool) {
+	return func(yield func(error) bool) {
+		for e := range c {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// benchRun is one strategy's study on the surface with one seed.
+func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, rep *Report, stop search.StopRule) (Run, error) {
+	r := Run{Seed: seed, Reach: make([]int, len(rep.Targets))}
+	rp := s.Replay(seed)
+	var hist []search.Trial
+	best := rep.BestTruth.Value
+	reachedAll := func() bool { return !slices.Contains(r.Reach, 0) }
+	for r.Trials < rep.Budget || (r.Trials < rep.Horizon && !reachedAll()) {
+		limit := rep.Horizon
+		if r.Trials < rep.Budget {
+			limit = rep.Budget
+		}
+		t0 := time.Now()
+		sugg, err := st.Suggest(ctx, search.Request{
+			Space: s.space, Objective: s.objective(), History: hist,
+			N: min(rep.Batch, limit-r.Trials), Seed: seed,
+		})
+		r.SuggestTime += time.Since(t0)
+		r.Calls++
+		if err != nil {
+			return r, err
+		}
+		if len(sugg) == 0 {
+			break
+		}
+		for _, sg := range sugg {
+			tr, err := rp.Run(sg.Config)
+			if err != nil {
+				return r, err
+			}
+			tr.Expected = sg.Expected
+			hist = append(hist, tr)
+			if tr.Outcome == search.Rejected {
+				return r, fmt.Errorf("suggested %s, which breaks a hard rule", sg.Config)
+			}
+			r.Trials++
+			if truth, _ := s.Truth(sg.Config); truth.Feasible {
+				for i, target := range rep.Targets {
+					if r.Reach[i] == 0 && s.ratio(truth.Value, best) >= target-1e-12 {
+						r.Reach[i] = r.Trials
+					}
+				}
+			}
+			if r.StopAt == 0 && r.Trials < rep.Budget {
+				if ok, _ := stop.Stop(hist); ok {
+					r.StopAt = r.Trials
+					r.StopPickRatio = pickRatio(s, hist, best)
+				}
+			}
+			if r.Trials == rep.Budget {
+				r.Pick, r.PickTruth = pick(s, hist)
+			}
+		}
+	}
+	if r.Trials < rep.Budget { // the space ran out first
+		r.Pick, r.PickTruth = pick(s, hist)
+	}
+	return r, nil
+}
+
+// pick is what a tuner would recommend before confirmation: the measured
+// feasible trial with the best measured objective.
+func pick(s *Surface, hist []search.Trial) (search.Config, Truth) {
+	o := s.objective()
+	var best *search.Trial
+	for i := range hist {
+		t := &hist[i]
+		if t.Outcome != search.Succeeded || !t.Feasible || !t.Measured {
+			continue
+		}
+		if best == nil || o.Better(t.Value, best.Value) {
+			best = t
+		}
+	}
+	if best == nil {
+		return nil, Truth{}
+	}
+	truth, _ := s.Truth(best.Config)
+	return best.Config, truth
+}
+
+func pickRatio(s *Surface, hist []search.Trial, best float64) float64 {
+	c, t := pick(s, hist)
+	if c == nil || !t.Feasible {
+		return 0
+	}
+	return s.ratio(t.Value, best)
+}
+
+func summarise(name string, runs []Run, targets []float64, ratio func(search.Config, Truth) float64) Row {
+	row := Row{Strategy: name, Runs: runs}
+	n := len(runs)
+	for ti := range targets {
+		vals := make([]float64, n)
+		reached := 0
+		for i, r := range runs {
+			vals[i] = math.Inf(1)
+			if r.Reach[ti] > 0 {
+				vals[i] = float64(r.Reach[ti])
+				reached++
+			}
+		}
+		row.Median = append(row.Median, nearestRank(vals, 0.5))
+		row.P90 = append(row.P90, nearestRank(vals, 0.9))
+		row.Reached = append(row.Reached, reached)
+	}
+	ratios := make([]float64, n)
+	stops := make([]float64, n)
+	stopRatios := make([]float64, n)
+	feasible, calls := 0, 0
+	var total time.Duration
+	for i, r := range runs {
+		if r.Pick != nil && r.PickTruth.Feasible {
+			feasible++
+		}
+		ratios[i] = ratio(r.Pick, r.PickTruth)
+		stops[i], stopRatios[i] = math.Inf(1), ratios[i]
+		if r.StopAt > 0 {
+			stops[i], stopRatios[i] = float64(r.StopAt), r.StopPickRatio
+		}
+		total += r.SuggestTime
+		calls += r.Calls
+	}
+	row.PickFeasible = float64(feasible) / float64(max(n, 1))
+	row.PickRatio = nearestRank(ratios, 0.5)
+	row.StopMedian = nearestRank(stops, 0.5)
+	row.StopPickRatio = nearestRank(stopRatios, 0.5)
+	if calls > 0 {
+		row.SuggestMean = total / time.Duration(calls)
+	}
+	return row
+}
+
+// nearestRank is the p-quantile of vals by the nearest-rank method (the
+// smallest value with at least p of the values at or below it).
+func nearestRank(vals []float64, p float64) float64 {
+	if len(vals) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vals)
+	slices.Sort(s)
+	k := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(k, 0), len(s)-1)]
+}
+
+// WriteTable writes the report as an aligned text table.
+func (r *Report) WriteTable(w io.Writer) error {
+	unit := "QPS"
+	best := fmt.Sprintf("%.1f", r.BestTruth.Value)
+	if r.Objective.Direction() == search.Minimize {
+		unit = "P99"
+		best = r.BestTruth.P99.Round(10 * time.Microsecond).String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "surface %s: %s, SLO %s, error budget %g\n", r.Surface, r.Objective.Kind, r.SLO, r.Objective.ErrorBudget)
+	fmt.Fprintf(&b, "  %d runnable configurations, %d truly feasible; best %s %s at %s\n", r.Runnable, r.Feasible, unit, best, r.Best)
+	fmt.Fprintf(&b, "  %d seeds, %d suggestion(s) per call; trials to reach a fraction of the best: median and p90 over seeds (nearest rank; >%d: not within the horizon);\n", r.Seeds, r.Batch, r.Horizon)
+	fmt.Fprintf(&b, "  pick = best measured-feasible trial after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	head := []string{"strategy"}
+	for _, t := range r.Targets {
+		head = append(head, fmt.Sprintf("%g%% med", 100*t), fmt.Sprintf("%g%% p90", 100*t), "reached")
+	}
+	head = append(head, "pick feasible", "pick/best", "stop@ med", "pick/best@stop", "suggest")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, row := range r.Rows {
+		cells := []string{row.Strategy}
+		for i := range r.Targets {
+			cells = append(cells, trials(row.Median[i], r.Horizon), trials(row.P90[i], r.Horizon), fmt.Sprintf("%d/%d", row.Reached[i], len(row.Runs)))
+		}
+		cells = append(cells,
+			fmt.Sprintf("%.0f%%", 100*row.PickFeasible),
+			fmt.Sprintf("%.3f", row.PickRatio),
+			trials(row.StopMedian, r.Budget),
+			fmt.Sprintf("%.3f", row.StopPickRatio),
+			row.SuggestMean.Round(10*time.Microsecond).String(),
+		)
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func trials(v float64, budget int) string {
+	if math.IsInf(v, 1) {
+		return fmt.Sprintf(">%d", budget)
+	}
+	return fmt.Sprintf("%.0f", v)
+}

@@ -1,0 +1,64 @@
+package replay
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/batchtune/batchtune/search"
+)
+
+// Replayer answers configurations with recorded measurements, as a tuner
+// running them would have recorded them. Its draws depend only on the seed,
+// the configuration and how often that configuration was asked for, so two
+// strategies that run the same configuration under the same seed see the
+// same measurement (common random numbers: their comparison is not blurred
+// by luck). A Replayer is not safe for concurrent use.
+type Replayer struct {
+	s      *Surface
+	seed   uint64
+	visits map[string]int
+}
+
+// Replay returns a replayer for seed.
+func (s *Surface) Replay(seed uint64) *Replayer {
+	return &Replayer{s: s, seed: seed, visits: map[string]int{}}
+}
+
+// Run returns the trial a tuner would record for c: rejected when c breaks
+// a hard rule, failed when the drawn run did not load, succeeded otherwise
+// with the drawn run's QPS, P99 and error rate and the feasibility verdict
+// for that single (noisy) run. It returns ErrNotRecorded for a runnable
+// configuration the surface lacks.
+func (r *Replayer) Run(c search.Config) (search.Trial, error) {
+	tr := search.Trial{Config: c.Clone()}
+	if vs := r.s.space.Check(c); len(vs) > 0 {
+		tr.Outcome = search.Rejected
+		return tr, nil
+	}
+	i, ok := r.s.index[c.Key()]
+	if !ok {
+		return search.Trial{}, fmt.Errorf("%w: %s", ErrNotRecorded, c)
+	}
+	runs := r.s.points[i].Runs
+	k := c.Key()
+	visit := r.visits[k]
+	r.visits[k]++
+	h := fnv.New64a()
+	h.Write([]byte(k))
+	h.Write([]byte("#" + strconv.Itoa(visit)))
+	m := runs[rand.New(rand.NewPCG(r.seed, h.Sum64())).IntN(len(runs))]
+	if m.failed() {
+		tr.Outcome = search.Failed
+		return tr, nil
+	}
+	tr.Outcome = search.Succeeded
+	tr.Measured = true
+	tr.QPS = m.QPS
+	tr.P99 = m.P99()
+	tr.ErrorRate = m.ErrorRate
+	tr.Feasible = r.s.feasible(m.QPS, tr.P99, m.ErrorRate)
+	tr.Value = r.s.value(m.QPS, tr.P99)
+	return tr, nil
+}

@@ -1,0 +1,460 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/search"
+)
+
+// Format is the header's format value this package reads and writes.
+const Format = "batchtune-surface/1"
+
+// DefaultRateTolerance is the share of a min_latency surface's rate a
+// measurement may fall short by and still count as achieving it.
+const DefaultRateTolerance = 0.02
+
+// maxProblems bounds how many problems Decode collects before giving up.
+const maxProblems = 20
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("50ms").
+type Duration time.Duration
+
+// MarshalJSON writes d as "50ms".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"50ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Header is a surface file's first line: what was measured and under
+// which study facts.
+type Header struct {
+	Format string `json:"format"`
+	Name   string `json:"name"`
+	// Source says how the surface was recorded (command, stand-in
+	// version), so a reader can reproduce it.
+	Source string `json:"source"`
+	Model  string `json:"model,omitempty"`
+	Device string `json:"device,omitempty"`
+
+	Objective search.ObjectiveKind `json:"objective"`
+	// Concurrency is the closed-loop load of a max_throughput surface.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Rate is the open-loop load (requests/s) of a min_latency surface.
+	Rate          float64  `json:"rate,omitempty"`
+	RateTolerance float64  `json:"rate_tolerance,omitempty"`
+	SLO           Duration `json:"slo"`
+	ErrorBudget   float64  `json:"error_budget"`
+	Cores         int      `json:"cores"`
+	GPUs          int      `json:"gpus"`
+	// Space is the swept space; every measurement's config follows its
+	// order.
+	Space []configs.ParamSpec `json:"space"`
+}
+
+// Measurement is one measurement line: one run of one configuration.
+type Measurement struct {
+	Config     []int64 `json:"config"`
+	QPS        float64 `json:"qps"`
+	P99Micros  float64 `json:"p99_us"`
+	ErrorRate  float64 `json:"error_rate"`
+	LoadFailed bool    `json:"load_failed,omitempty"`
+	OOM        bool    `json:"oom,omitempty"`
+}
+
+// failed reports whether the server did not come up for this run.
+func (m Measurement) failed() bool { return m.LoadFailed || m.OOM }
+
+// P99 is the measurement's P99 as a duration.
+func (m Measurement) P99() time.Duration {
+	return time.Duration(m.P99Micros * float64(time.Microsecond))
+}
+
+// Point is one configuration with every run recorded for it.
+type Point struct {
+	Config search.Config
+	Runs   []Measurement
+}
+
+// Truth is what a configuration's repeats say on average: the ground truth
+// a benchmark scores strategies against.
+type Truth struct {
+	QPS       float64
+	P99       time.Duration
+	ErrorRate float64
+	// Failed is true when any run failed to load.
+	Failed bool
+	// Feasible: never failed, and the means meet the SLO and error budget
+	// (max_throughput) or achieve the rate within tolerance (min_latency).
+	Feasible bool
+	// Value is the mean objective: QPS, or P99 in seconds.
+	Value float64
+}
+
+// Surface is a recorded performance surface: a space and every
+// measurement taken on it.
+type Surface struct {
+	Header
+	space  *search.Space
+	points []Point
+	index  map[string]int
+}
+
+// NewSurface starts an empty surface with header h (for recorders: add
+// measurements with Add, write with Encode). It checks the header.
+func NewSurface(h Header) (*Surface, error) {
+	var ps configs.Problems
+	s := &Surface{Header: h, index: map[string]int{}}
+	s.checkHeader(&ps)
+	if err := ps.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Surface) checkHeader(ps *configs.Problems) {
+	h := &s.Header
+	if h.Format != Format {
+		ps.Add("format", "must be %q, got %q", Format, h.Format)
+	}
+	if h.Name == "" {
+		ps.Add("name", "must not be empty")
+	}
+	if h.Objective == search.MaxThroughput && h.Concurrency < 1 {
+		ps.Add("concurrency", "a max_throughput surface needs the closed-loop concurrency it was measured at, got %d", h.Concurrency)
+	}
+	if h.RateTolerance < 0 || h.RateTolerance >= 1 {
+		ps.Add("rate_tolerance", "must be in [0, 1), got %v", h.RateTolerance)
+	}
+	if err := s.objective().Validate(); err != nil {
+		for _, p := range err.(configs.Problems) {
+			ps.Add(strings.TrimPrefix(p.Field, "objective."), "%s", p.Msg)
+		}
+	}
+	sp, err := search.NewSpace(h.Space, s.rules())
+	if err != nil {
+		var sub configs.Problems
+		if asProblems(err, &sub) {
+			*ps = append(*ps, sub...)
+		} else {
+			ps.Add("space", "%v", err)
+		}
+		return
+	}
+	s.space = sp
+}
+
+func asProblems(err error, out *configs.Problems) bool {
+	p, ok := err.(configs.Problems)
+	if ok {
+		*out = p
+	}
+	return ok
+}
+
+func (s *Surface) objective() search.Objective {
+	return search.Objective{Kind: s.Header.Objective, ErrorBudget: s.ErrorBudget, Rate: s.Rate}
+}
+
+func (s *Surface) rules() search.Rules {
+	return search.Rules{SLO: time.Duration(s.SLO), Cores: s.Cores, GPUs: s.GPUs}
+}
+
+// Space is the surface's search space.
+func (s *Surface) Space() *search.Space { return s.space }
+
+// Objective is the study objective the surface was measured for.
+func (s *Surface) Objective() search.Objective { return s.objective() }
+
+// Points returns every recorded configuration in first-recorded order. The
+// slice is shared: do not modify it.
+func (s *Surface) Points() []Point { return s.points }
+
+// Add records one measurement. It rejects a config that is not a point of
+// the space.
+func (s *Surface) Add(m Measurement) error {
+	c, err := s.config(m.Config)
+	if err != nil {
+		return err
+	}
+	for _, v := range []float64{m.QPS, m.P99Micros, m.ErrorRate} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("qps, p99_us and error_rate must be finite and non-negative, got %v, %v, %v", m.QPS, m.P99Micros, m.ErrorRate)
+		}
+	}
+	if m.ErrorRate > 1 {
+		return fmt.Errorf("error_rate is a fraction in [0, 1], got %v", m.ErrorRate)
+	}
+	if !m.failed() && m.P99Micros == 0 && m.QPS > 0 {
+		return fmt.Errorf("a run that served requests needs p99_us > 0")
+	}
+	k := c.Key()
+	i, ok := s.index[k]
+	if !ok {
+		i = len(s.points)
+		s.index[k] = i
+		s.points = append(s.points, Point{Config: c})
+	}
+	s.points[i].Runs = append(s.points[i].Runs, m)
+	return nil
+}
+
+// config turns a measurement's value list into a configuration of the
+// space.
+func (s *Surface) config(vals []int64) (search.Config, error) {
+	params := s.space.Params()
+	if len(vals) != len(params) {
+		return nil, fmt.Errorf("config has %d values, the space %d parameters", len(vals), len(params))
+	}
+	c := make(search.Config, len(vals))
+	for i, v := range vals {
+		c[i] = search.Assignment{Name: params[i].Name, Value: v}
+	}
+	if !s.space.Contains(c) {
+		return nil, fmt.Errorf("config %s is not a point of the space", c)
+	}
+	return c, nil
+}
+
+// Decode reads a surface file (name is used in error messages) and checks
+// it: the header, every measurement line, and that every runnable
+// configuration of the space is recorded. Problems are reported together
+// (up to 20), each as name:line: field: message, wrapping ErrFormat.
+func Decode(r io.Reader, name string) (*Surface, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var problems []string
+	report := func(line int, format string, args ...any) {
+		problems = append(problems, fmt.Sprintf("%s:%d: %s", name, line, fmt.Sprintf(format, args...)))
+	}
+	fail := func() error {
+		return fmt.Errorf("%w:\n  %s", ErrFormat, strings.Join(problems, "\n  "))
+	}
+
+	var s *Surface
+	line := 0
+	for sc.Scan() {
+		line++
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		if s == nil {
+			var h Header
+			if err := strictJSON(raw, &h); err != nil {
+				report(line, "header: %v", err)
+				return nil, fail()
+			}
+			s = &Surface{Header: h, index: map[string]int{}}
+			var ps configs.Problems
+			s.checkHeader(&ps)
+			for _, p := range ps {
+				report(line, "header: %s", p)
+			}
+			if len(ps) > 0 {
+				return nil, fail()
+			}
+			continue
+		}
+		var m Measurement
+		if err := strictJSON(raw, &m); err != nil {
+			report(line, "%v", err)
+		} else if err := s.Add(m); err != nil {
+			report(line, "%v", err)
+		}
+		if len(problems) >= maxProblems {
+			report(line, "too many problems; stopping")
+			return nil, fail()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		report(line+1, "%v", err)
+		return nil, fail()
+	}
+	if s == nil {
+		report(1, "empty file: want a header line")
+		return nil, fail()
+	}
+	if len(problems) > 0 {
+		return nil, fail()
+	}
+	if missing, total, example := s.missing(); missing > 0 {
+		report(line, "%d of the %d runnable configurations of the space are not recorded (e.g. %s)", missing, total, example)
+		return nil, fail()
+	}
+	return s, nil
+}
+
+func strictJSON(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("more than one JSON value on the line")
+	}
+	return nil
+}
+
+// missing counts the runnable configurations of the space with no
+// measurement.
+func (s *Surface) missing() (missing, total int, example string) {
+	runnable, _ := s.space.Runnable(context.Background())
+	for _, c := range runnable {
+		total++
+		if _, ok := s.index[c.Key()]; !ok {
+			missing++
+			if example == "" {
+				example = c.String()
+			}
+		}
+	}
+	return missing, total, example
+}
+
+// Load reads and checks the surface file at path.
+func Load(path string) (*Surface, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	return Decode(f, path)
+}
+
+// Encode writes s in the file format: the header, then every measurement
+// in the order recorded per configuration.
+func (s *Surface) Encode(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(s.Header); err != nil {
+		return err
+	}
+	for _, p := range s.points {
+		for _, m := range p.Runs {
+			if err := enc.Encode(m); err != nil {
+				return err
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// Truth returns the mean over c's recorded runs, or false when c is not
+// recorded.
+func (s *Surface) Truth(c search.Config) (Truth, bool) {
+	i, ok := s.index[c.Key()]
+	if !ok {
+		return Truth{}, false
+	}
+	return s.truth(s.points[i]), true
+}
+
+func (s *Surface) truth(p Point) Truth {
+	var t Truth
+	n := 0
+	var p99 float64
+	for _, m := range p.Runs {
+		if m.failed() {
+			t.Failed = true
+			continue
+		}
+		n++
+		t.QPS += m.QPS
+		p99 += m.P99Micros
+		t.ErrorRate += m.ErrorRate
+	}
+	if n == 0 {
+		return t
+	}
+	t.QPS /= float64(n)
+	t.ErrorRate /= float64(n)
+	t.P99 = time.Duration(p99 / float64(n) * float64(time.Microsecond))
+	t.Feasible = !t.Failed && s.feasible(t.QPS, t.P99, t.ErrorRate)
+	t.Value = s.value(t.QPS, t.P99)
+	return t
+}
+
+func (s *Surface) feasible(qps float64, p99 time.Duration, errRate float64) bool {
+	if errRate > s.ErrorBudget {
+		return false
+	}
+	if s.Header.Objective == search.MinLatency {
+		tol := s.RateTolerance
+		if tol == 0 {
+			tol = DefaultRateTolerance
+		}
+		return qps >= s.Rate*(1-tol)
+	}
+	return p99 <= time.Duration(s.SLO)
+}
+
+func (s *Surface) value(qps float64, p99 time.Duration) float64 {
+	if s.Header.Objective == search.MinLatency {
+		return p99.Seconds()
+	}
+	return qps
+}
+
+// Best returns the truly feasible configuration with the best mean
+// objective, or false when none is feasible.
+func (s *Surface) Best() (search.Config, Truth, bool) {
+	var best search.Config
+	var bt Truth
+	o := s.objective()
+	for _, p := range s.points {
+		t := s.truth(p)
+		if !t.Feasible {
+			continue
+		}
+		if best == nil || o.Better(t.Value, bt.Value) {
+			best, bt = p.Config, t
+		}
+	}
+	return best, bt, best != nil
+}
+
+// ratio is how close objective value v comes to best: v/best when
+// maximising, best/v when minimising (1 = as good).
+func (s *Surface) ratio(v, best float64) float64 {
+	if s.objective().Direction() == search.Minimize {
+		if v <= 0 {
+			return 0
+		}
+		return best / v
+	}
+	if best <= 0 {
+		return 0
+	}
+	return v / best
+}
+
+// String names the surface for reports.
+func (s *Surface) String() string {
+	return s.Name + " (" + s.Header.Objective.String() + ", SLO " + time.Duration(s.SLO).String() + ", " + strconv.Itoa(len(s.points)) + " configurations)"
+}
