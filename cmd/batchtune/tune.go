@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -289,9 +290,27 @@ func printReport(w io.Writer, t *tuner.Tuner, rep *tuner.Report) {
 	}
 }
 
+// setupTime is a trial's restart + ready + warmup: from starting to
+// measuring. ok is false when the trial never reached measuring.
+func setupTime(tr store.Trial) (time.Duration, bool) {
+	var start, measuring time.Time
+	for _, p := range tr.Phases {
+		switch p.State {
+		case store.TrialStarting:
+			start = p.At
+		case store.TrialMeasuring:
+			measuring = p.At
+		}
+	}
+	if start.IsZero() || measuring.IsZero() {
+		return 0, false
+	}
+	return measuring.Sub(start), true
+}
+
 func writeTrialTable(w io.Writer, trials []store.Trial) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "trial\trole\tstate\tconfig\treq/s\tP99\terrors\tbatch\tnote")
+	fmt.Fprintln(tw, "trial\trole\tstate\tconfig\treq/s\tP99\terrors\tbatch\tsetup\tnote")
 	for _, tr := range trials {
 		qps, p99, errs, batch := "-", "-", "-", "-"
 		if tr.Objective != nil {
@@ -304,9 +323,28 @@ func writeTrialTable(w io.Writer, trials []store.Trial) {
 		if note == "" {
 			note = tr.Why
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, tr.Role, tr.State, compactConfig(tr.Config), qps, p99, errs, batch, truncate(note, 70))
+		setup := "-"
+		if d, ok := setupTime(tr); ok {
+			setup = d.Round(10 * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, tr.Role, tr.State, compactConfig(tr.Config), qps, p99, errs, batch, setup, truncate(note, 70))
 	}
 	tw.Flush()
+	var setups []time.Duration
+	for _, tr := range trials {
+		if d, ok := setupTime(tr); ok {
+			setups = append(setups, d)
+		}
+	}
+	if len(setups) > 0 {
+		slices.Sort(setups)
+		var sum time.Duration
+		for _, d := range setups {
+			sum += d
+		}
+		fmt.Fprintf(w, "setup per trial (restart + ready + warmup), %d trials: mean %s, median %s, max %s\n", len(setups),
+			(sum / time.Duration(len(setups))).Round(10*time.Millisecond), setups[len(setups)/2].Round(10*time.Millisecond), setups[len(setups)-1].Round(10*time.Millisecond))
+	}
 }
 
 func indent(s string) string {
