@@ -72,6 +72,8 @@ func run(args []string) int {
 			exportCommand(),
 			validateCommand(),
 			probeCommand(),
+			daemonCommand(),
+			statusCommand(),
 		},
 		Metadata:        map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
 		HideHelpCommand: true,
