@@ -58,7 +58,7 @@ const mlpJSON = `{
 }`
 
 // testModel writes a model base path with version 1 holding desc.
-func testModel(t *testing.T, desc string) string {
+func testModel(t testing.TB, desc string) string {
 	t.Helper()
 	base := filepath.Join(t.TempDir(), "model")
 	if err := os.MkdirAll(filepath.Join(base, "1"), 0o755); err != nil {
@@ -71,7 +71,7 @@ func testModel(t *testing.T, desc string) string {
 }
 
 // writeFile writes content to a temp file and returns its path.
-func writeFile(t *testing.T, name, content string) string {
+func writeFile(t testing.TB, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
@@ -91,7 +91,7 @@ type running struct {
 
 // start runs a stand-in on loopback listeners with cfg (ModelName "m" and
 // monitoring on unless set) and stops it at cleanup.
-func start(t *testing.T, cfg Config) *running {
+func start(t testing.TB, cfg Config) *running {
 	t.Helper()
 	if cfg.ModelName == "" {
 		cfg.ModelName = "m"

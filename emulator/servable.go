@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,7 +105,7 @@ func (s *servable) predict(ctx context.Context, spec *tfserving.ModelSpec, input
 	}
 	want := model.Names(sig.Inputs)
 	if len(inputs) != len(sig.Inputs) {
-		got := slices.Sorted(mapsKeys(inputs))
+		got := slices.Sorted(maps.Keys(inputs))
 		var extra, missing []string
 		for _, g := range got {
 			if _, ok := sig.Inputs[g]; !ok {
@@ -182,16 +183,6 @@ func (s *servable) predict(ctx context.Context, spec *tfserving.ModelSpec, input
 		col += w
 	}
 	return &prediction{signature: sigName, names: names, outputs: outs}, nil
-}
-
-func mapsKeys(m map[string]input) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // shapeFits: same rank, and equal where the signature's dimension is known.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -346,17 +347,10 @@ func trimModelPrefix(err error) string {
 	msg := err.Error()
 	for _, s := range []error{model.ErrInvalid, model.ErrNoDescription} {
 		if errors.Is(err, s) {
-			return trimPrefix(msg, s.Error()+": ")
+			return strings.TrimPrefix(msg, s.Error()+": ")
 		}
 	}
 	return msg
-}
-
-func trimPrefix(s, p string) string {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
 }
 
 // oneLine joins a multi-line error (configs.Problems) into one line.
@@ -367,20 +361,9 @@ func oneLine(err error) string {
 		for i, p := range ps {
 			parts[i] = p.String()
 		}
-		return joinSemi(parts)
+		return strings.Join(parts, "; ")
 	}
 	return err.Error()
-}
-
-func joinSemi(parts []string) string {
-	out := ""
-	for i, p := range parts {
-		if i > 0 {
-			out += "; "
-		}
-		out += p
-	}
-	return out
 }
 
 // runWarmup replays the version's warmup file through the serving path
@@ -430,7 +413,7 @@ func decodeInputs(in map[string]*tfserving.TensorProto) (map[string]input, error
 	for name, tp := range in {
 		t, err := tensor.FromProto(tp)
 		if err != nil {
-			return nil, errStatus(codes.InvalidArgument, "input '%s': %s", name, trimPrefix(err.Error(), "tensor: "))
+			return nil, errStatus(codes.InvalidArgument, "input '%s': %s", name, strings.TrimPrefix(err.Error(), "tensor: "))
 		}
 		out[name] = input{dtype: tp.GetDtype(), t: t}
 	}
