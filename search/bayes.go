@@ -51,6 +51,9 @@ type Bayes struct {
 	// FitMax bounds how many trials the hyperparameters are fitted on (the
 	// model then conditions on all of them); default 100.
 	FitMax int
+
+	// noBeliever switches the kriging believer off (tests compare).
+	noBeliever bool
 }
 
 var _ Strategy = (*Bayes)(nil)
@@ -116,6 +119,7 @@ func (b *Bayes) String() string {
 type observations struct {
 	fx       [][]float64 // objective data
 	fy       []float64
+	failX    [][]float64 // trials whose server never came up
 	cx       [][]float64 // constraint-margin data (trials that measured something)
 	cy       []float64
 	lx       [][]float64 // load data: 1 for a server that failed to come up, 0 otherwise
@@ -143,6 +147,7 @@ func (b *Bayes) observe(req Request) observations {
 			if tr.Outcome == Failed {
 				failed = 1
 				o.failures++
+				o.failX = append(o.failX, x)
 			}
 			o.lx = append(o.lx, x)
 			o.ly = append(o.ly, failed)
@@ -161,6 +166,21 @@ func (b *Bayes) observe(req Request) observations {
 			if tr.Feasible {
 				o.feasX = append(o.feasX, x)
 			}
+		}
+	}
+	// A server that never came up served nothing: the objective model
+	// takes it at the lower quartile of the objectives measured, so that
+	// expected improvement itself (not only the failure model) turns away
+	// from where servers fail. Not at the very worst: a failure next to
+	// the optimum (a batch one step too large for memory) would drag the
+	// optimum's prediction down with it.
+	if len(o.fy) > 0 {
+		sorted := slices.Clone(o.fy)
+		slices.Sort(sorted)
+		low := sorted[len(sorted)/4]
+		for _, x := range o.failX {
+			o.fx = append(o.fx, x)
+			o.fy = append(o.fy, low)
 		}
 	}
 	return o
@@ -304,37 +324,33 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 		haveBest = true
 	}
 
-	prior := make([]float64, len(cands))
+	prior := make([]float64, len(cands)) // soft prior, in (0, 1]
 	exponent := st.beta / float64(obs.ran+1)
 	for i, idx := range cands {
 		prior[i] = math.Pow(softPrior(s, s.configAt(idx)), exponent)
 	}
 
-	unit := distuv.UnitNormal
-	// Probability of feasibility: the server comes up (failure model,
-	// thresholded at ½) and then meets the constraints (margin model).
-	pf := func(j int) float64 {
-		p := 1.0
+	// Everything is compared in logs: far from the incumbent EI
+	// underflows to 0 long before it stops telling candidates apart.
+	logPF := func(j int) float64 {
+		// The server comes up (failure model, thresholded at ½) and then
+		// meets the constraints (margin model).
+		var lp float64
 		if cpost != nil {
 			mu := cpost.mu[j]*cgp.std + cgp.mean
 			sd := cpost.sd(j) * cgp.std
-			p = unit.CDF(-mu / sd)
+			lp += logPhi(-mu / sd)
 		}
 		if lpost != nil {
 			mu := lpost.mu[j]*lgp.std + lgp.mean
 			sd := lpost.sd(j) * lgp.std
-			p *= unit.CDF((0.5 - mu) / sd)
+			lp += logPhi((0.5 - mu) / sd)
 		}
-		return p
+		return lp
 	}
-	ei := func(j int) float64 {
-		if fpost == nil || !haveBest {
-			return 0
-		}
+	logEI := func(j int) float64 {
 		sd := fpost.sd(j)
-		imp := fpost.mu[j] - best - st.xi
-		z := imp / sd
-		return imp*unit.CDF(z) + sd*unit.Prob(z)
+		return math.Log(sd) + logH((fpost.mu[j]-best-st.xi)/sd)
 	}
 
 	used := make([]bool, len(cands))
@@ -349,20 +365,19 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 			if used[j] {
 				continue
 			}
-			var a, exp float64
+			lp := logPF(j)
+			a := lp + exponent*math.Log(prior[j])
+			var exp float64
 			if haveBest {
-				e := ei(j) * pf(j)
-				a = e * prior[j]
-				exp = e * fgp.std
-			} else {
+				le := logEI(j)
+				a += le
+				exp = math.Exp(le+lp) * fgp.std
+			} else if fpost != nil {
 				// No feasible trial yet: look for feasibility, preferring
 				// uncertain places among equally likely ones.
-				a = pf(j) * prior[j]
-				if fpost != nil {
-					a *= 1 + 0.1*fpost.sd(j)
-				}
+				a += math.Log1p(0.1 * fpost.sd(j))
 			}
-			if a > bestA {
+			if a > bestA || bestJ < 0 {
 				bestJ, bestA, bestExp = j, a, exp
 			}
 		}
@@ -378,7 +393,7 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 		}
 		t[sg.Config.Key()] = true
 		out = append(out, sg)
-		if len(out) < n {
+		if len(out) < n && !b.noBeliever {
 			if fpost != nil {
 				fpost.believe(bestJ)
 			}
@@ -447,4 +462,25 @@ func softPrior(s *Space, c Config) float64 {
 		return 1
 	}
 	return math.Sqrt(2 * cores / prod)
+}
+
+// logPhi is log Φ(x), the standard normal CDF, accurate far into the lower
+// tail (an asymptotic series below -30, where Φ underflows).
+func logPhi(x float64) float64 {
+	if x > -30 {
+		return math.Log(0.5 * math.Erfc(-x/math.Sqrt2))
+	}
+	x2 := x * x
+	return -x2/2 - 0.5*math.Log(2*math.Pi) - math.Log(-x) + math.Log1p(-1/x2+3/(x2*x2))
+}
+
+// logH is log(zΦ(z) + φ(z)), the expected improvement of a unit normal
+// over threshold -z, accurate far into the lower tail (an asymptotic
+// series below -6).
+func logH(z float64) float64 {
+	if z > -6 {
+		return math.Log(z*distuv.UnitNormal.CDF(z) + distuv.UnitNormal.Prob(z))
+	}
+	x2 := z * z
+	return -x2/2 - 0.5*math.Log(2*math.Pi) + math.Log(1/x2-3/(x2*x2)+15/(x2*x2*x2))
 }

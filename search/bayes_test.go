@@ -1,0 +1,344 @@
+package search
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/batchtune/batchtune/configs"
+)
+
+func TestBayesInitialDesignStartsWithDefaultsAndRecipe(t *testing.T) {
+	s := conformanceSpace(t)
+	sugg, err := (&Bayes{}).Suggest(t.Context(), Request{Space: s, Objective: throughput, N: 4, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, sg := range sugg {
+		reasons = append(reasons, sg.Reason)
+		if sg.Expected != nil {
+			t.Errorf("design point %v carries an expectation", sg.Config)
+		}
+	}
+	if diff := cmp.Diff([]string{"tf-defaults", "recipe", "space-filling", "space-filling"}, reasons); diff != "" {
+		t.Errorf("reasons (-want +got):\n%s", diff)
+	}
+	if !sugg[0].Config.Equal(s.Defaults()) || !sugg[1].Config.Equal(s.Recipe()) {
+		t.Errorf("first two are %v and %v, want defaults %v and recipe %v", sugg[0].Config, sugg[1].Config, s.Defaults(), s.Recipe())
+	}
+	// Once they ran, the design goes on without them.
+	hist := []Trial{toyTrial(s, sugg[0].Config), toyTrial(s, sugg[1].Config)}
+	more, err := (&Bayes{}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if more[0].Reason != "space-filling" {
+		t.Errorf("third design point's reason %q, want space-filling", more[0].Reason)
+	}
+}
+
+func TestBayesKeepsUnhappyTrialsAsInformation(t *testing.T) {
+	s := conformanceSpace(t)
+	all, err := s.Runnable(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := []Trial{
+		{Config: all[0], Outcome: Succeeded, Measured: true, Value: 900, QPS: 900, P99: 12 * time.Millisecond, Feasible: true},
+		{Config: all[1], Outcome: Failed},
+		{Config: all[2], Outcome: EarlyStopped, P99: 80 * time.Millisecond, QPS: 300},
+		{Config: all[3], Outcome: Rejected},
+		{Config: all[4], Outcome: Invalid, Measured: true, Value: 50},
+		{Config: all[5], Outcome: Interrupted},
+	}
+	obs := (&Bayes{}).observe(Request{Space: s, Objective: throughput, History: hist})
+	// Objective data: the succeeded trial, and the failure at the lower
+	// quartile of the objectives measured (here the only one).
+	if diff := cmp.Diff([]float64{math.Log(900), math.Log(900)}, obs.fy, cmpApprox); diff != "" || len(obs.feasX) != 1 {
+		t.Errorf("objective data (-want +got):\n%s\nfeasible points %d, want 1", diff, len(obs.feasX))
+	}
+	// Margins: the success (negative) and the early stop (log(80/30) > 0).
+	if diff := cmp.Diff([]float64{math.Log(12.0 / 30), math.Log(80.0 / 30)}, obs.cy, cmpApprox); diff != "" {
+		t.Errorf("constraint margins (-want +got):\n%s", diff)
+	}
+	// Load data: the success and the early stop came up (0), the failure did
+	// not (1).
+	if diff := cmp.Diff([]float64{0, 1, 0}, obs.ly); diff != "" {
+		t.Errorf("load data (-want +got):\n%s", diff)
+	}
+	if obs.ran != 4 {
+		t.Errorf("ran = %d, want 4 (succeeded, failed, early-stopped, invalid)", obs.ran)
+	}
+}
+
+var cmpApprox = cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
+
+// TestBayesLearnsWhereServersFail: max_batch_size 128 and above does not
+// fit device memory (TEST FIXTURE toy: half the space fails to load), and
+// throughput is best right below that. After the initial design the
+// failure model (and the failures' low place in the objective
+// model) keep it off the failing half.
+func TestBayesLearnsWhereServersFail(t *testing.T) {
+	s := mustSpace(t, configs.SpaceSpec{
+		{Name: MaxBatchSize, Min: i64(2), Max: i64(512), Scale: configs.ScalePow2},
+		{Name: NumBatchThreads, Values: []int64{1, 2, 4, 8}},
+		{Name: MaxEnqueuedBatches, Values: []int64{4, 16, 64}},
+	}, rules60)
+	measure := func(c Config) Trial {
+		b, _ := c.Get(MaxBatchSize)
+		n, _ := c.Get(NumBatchThreads)
+		q, _ := c.Get(MaxEnqueuedBatches)
+		if b >= 128 {
+			return Trial{Config: c, Outcome: Failed}
+		}
+		qps := 1000 * math.Log2(float64(b)+1) * (1 + 0.2*math.Log2(float64(n))) * (1 - 0.05*math.Log2(float64(q)/4))
+		return Trial{Config: c, Outcome: Succeeded, Measured: true, Value: qps, QPS: qps, P99: 10 * time.Millisecond, Feasible: true}
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		var hist []Trial
+		late := 0
+		for len(hist) < 30 {
+			sugg, err := (&Bayes{}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := measure(sugg[0].Config)
+			if len(hist) >= 8 && tr.Outcome == Failed {
+				late++
+			}
+			hist = append(hist, tr)
+		}
+		// A blind strategy would fail about half of these 22 trials.
+		if late > 3 {
+			t.Errorf("seed %d: %d of trials 9–30 failed to load, want at most 3", seed, late)
+		}
+	}
+}
+
+// TestBayesBatchIsDiverse: with the kriging believer the n picks of one
+// call spread out; without it they crowd around the single best spot.
+func TestBayesBatchIsDiverse(t *testing.T) {
+	s := conformanceSpace(t)
+	hist := run(t, &Bayes{Init: 4}, s, 11, 1, 12)
+	spread := func(b *Bayes) float64 {
+		sugg, err := b.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 5, Seed: 11})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sugg) != 5 {
+			t.Fatalf("got %d suggestions, want 5", len(sugg))
+		}
+		var d float64
+		for i := range sugg {
+			for j := range i {
+				a, _ := s.features(sugg[i].Config)
+				b, _ := s.features(sugg[j].Config)
+				d += math.Sqrt(sqDist(a, b))
+			}
+		}
+		return d / 10
+	}
+	with, without := spread(&Bayes{Init: 4}), spread(&Bayes{Init: 4, noBeliever: true})
+	if with <= 1.2*without {
+		t.Errorf("mean pairwise distance %.3f with the believer, %.3f without: want clearly larger", with, without)
+	}
+}
+
+func TestBayesExpectationNeedsAFeasibleTrial(t *testing.T) {
+	s := conformanceSpace(t)
+	all, _ := s.Runnable(t.Context())
+	var hist []Trial
+	for _, c := range all[:10] {
+		tr := toyTrial(s, c)
+		tr.Feasible = false
+		hist = append(hist, tr)
+	}
+	sugg, err := (&Bayes{Init: 2}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sugg[0].Expected != nil || sugg[0].Reason != "feasibility" {
+		t.Errorf("with no feasible trial got reason %q, expected %v; want feasibility and none", sugg[0].Reason, sugg[0].Expected)
+	}
+	hist[3].Feasible = true
+	sugg, err = (&Bayes{Init: 2}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := sugg[0].Expected; e == nil || *e < 0 || *e > 1 || sugg[0].Reason != "expected-improvement" {
+		t.Errorf("with a feasible trial got reason %q, expected %v; want expected-improvement and a value in [0, 1]", sugg[0].Reason, e)
+	}
+}
+
+// TestBayesMinimisesLatency runs the other objective: P99 at a fixed rate
+// (toy: a U-shaped P99 in the batch size, the rate missed at batch 1).
+func TestBayesMinimisesLatency(t *testing.T) {
+	s := mustSpace(t, configs.SpaceSpec{
+		{Name: MaxBatchSize, Min: i64(1), Max: i64(256), Scale: configs.ScalePow2},
+		{Name: BatchTimeoutMicros, Values: []int64{0, 500, 1000, 2000, 4000, 8000}},
+		{Name: NumBatchThreads, Values: []int64{1, 2, 3, 4}},
+	}, rules60)
+	obj := Objective{Kind: MinLatency, Rate: 1000, ErrorBudget: 0.01}
+	measure := func(c Config) Trial {
+		b, _ := c.Get(MaxBatchSize)
+		tau, _ := c.Get(BatchTimeoutMicros)
+		n, _ := c.Get(NumBatchThreads)
+		lb := math.Log2(float64(b))
+		ms := 2 + 0.6*(lb-4)*(lb-4) + float64(tau)/1000*0.8 + 0.5*math.Abs(float64(n)-2)
+		qps := 1000.0
+		if b == 1 {
+			qps = 700
+		}
+		p99 := time.Duration(ms * float64(time.Millisecond))
+		return Trial{Config: c, Outcome: Succeeded, Measured: true, Value: p99.Seconds(), P99: p99, QPS: qps, Feasible: qps >= 980}
+	}
+	best := math.Inf(1)
+	all, _ := s.Runnable(t.Context())
+	for _, c := range all {
+		if tr := measure(c); tr.Feasible {
+			best = math.Min(best, tr.Value)
+		}
+	}
+	var hist []Trial
+	for len(hist) < 20 {
+		sugg, err := (&Bayes{}).Suggest(t.Context(), Request{Space: s, Objective: obj, History: hist, N: 1, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist = append(hist, measure(sugg[0].Config))
+	}
+	found := math.Inf(1)
+	for _, tr := range hist {
+		if tr.Feasible {
+			found = math.Min(found, tr.Value)
+		}
+	}
+	if found > best*1.1 {
+		t.Errorf("best P99 after 20 trials %.2f ms, the space's best %.2f ms: want within 10%%", 1000*found, 1000*best)
+	}
+}
+
+func TestSoftPrior(t *testing.T) {
+	s := mustSpace(t, configs.SpaceSpec{
+		{Name: IntraOpParallelism, Values: []int64{0, 1, 2, 4, 8}},
+		{Name: InterOpParallelism, Values: []int64{0, 1, 2, 8}},
+	}, Rules{SLO: time.Second, Cores: 4})
+	tests := []struct {
+		name         string
+		intra, inter int
+		want         float64
+	}{
+		// At or below twice the cores: no penalty.
+		{"fits", 2, 2, 1},
+		{"twice the cores", 8, 1, 1},
+		// Auto means one per core: 4 × 4 = 16 = 2 × 8 → sqrt(8/16).
+		{"auto × auto", 0, 0, math.Sqrt(8.0 / 16)},
+		// 8 × 8 = 64 threads on 4 cores.
+		{"oversubscribed", 8, 8, math.Sqrt(8.0 / 64)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := softPrior(s, cfg(IntraOpParallelism, tc.intra, InterOpParallelism, tc.inter))
+			if math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("softPrior = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// A space with only oversubscribed points still gets suggestions: the
+	// prior shapes, it never hides.
+	over := mustSpace(t, configs.SpaceSpec{
+		{Name: IntraOpParallelism, Values: []int64{16, 32}},
+		{Name: InterOpParallelism, Values: []int64{16, 32}},
+	}, Rules{SLO: time.Second, Cores: 2})
+	hist := run(t, &Bayes{Init: 1}, over, 1, 1, 4)
+	if len(hist) != 4 {
+		t.Errorf("ran %d of the 4 oversubscribed points, want all", len(hist))
+	}
+}
+
+func TestBayesValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		b    Bayes
+		want []string
+	}{
+		// The zero value takes the defaults.
+		{"defaults", Bayes{}, nil},
+		{"bad", Bayes{Init: -1, Candidates: 3, Xi: -1, PriorStrength: math.NaN(), FitMax: 5000},
+			[]string{"search.settings.init", "search.settings.candidates", "search.settings.xi", "search.settings.prior_strength", "search.settings.fit_max"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.b.Validate(nil)
+			var got []string
+			if err != nil {
+				got = problemFields(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// benchHistory is n trials on random runnable points of s, answered by the
+// toy (TEST FIXTURE), with a little noise.
+func benchHistory(b *testing.B, s *Space, n int) []Trial {
+	all, err := s.Runnable(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	hist := make([]Trial, 0, n)
+	for _, c := range all[:n] {
+		tr := toyTrial(s, c)
+		tr.Value *= 1 + 0.03*r.NormFloat64()
+		hist = append(hist, tr)
+	}
+	return hist
+}
+
+// BenchmarkSuggest times one suggestion with 100 and 500 trials of
+// history: on a 2 160-point space (scored whole) and on an 11 520-point
+// space (scored on a 4 096-point sample plus neighbours of the best).
+func BenchmarkSuggest(b *testing.B) {
+	spaces := map[string]configs.SpaceSpec{
+		"space=2160": {
+			{Name: MaxBatchSize, Min: i64(1), Max: i64(512), Scale: configs.ScalePow2},
+			{Name: BatchTimeoutMicros, Values: []int64{0, 1000, 2000, 5000, 8000, 30000}},
+			{Name: NumBatchThreads, Values: []int64{1, 2, 4}},
+			{Name: MaxEnqueuedBatches, Values: []int64{4, 16, 64, 256}},
+			{Name: IntraOpParallelism, Values: []int64{0, 1, 2}},
+		},
+		"space=11520": {
+			{Name: MaxBatchSize, Min: i64(1), Max: i64(512), Scale: configs.ScalePow2},
+			{Name: BatchTimeoutMicros, Values: []int64{0, 500, 1000, 2000, 3000, 5000, 8000, 9000}},
+			{Name: NumBatchThreads, Values: []int64{1, 2, 4, 8}},
+			{Name: MaxEnqueuedBatches, Values: []int64{4, 16, 64, 256}},
+			{Name: IntraOpParallelism, Values: []int64{0, 1, 2}},
+			{Name: InterOpParallelism, Values: []int64{0, 1, 2}},
+		},
+	}
+	for _, name := range []string{"space=2160", "space=11520"} {
+		s := mustSpace(b, spaces[name], Rules{SLO: 30 * time.Millisecond, Cores: 2, GPUs: 1})
+		for _, n := range []int{100, 500} {
+			hist := benchHistory(b, s, n)
+			for _, st := range []Strategy{&Bayes{}, &HillClimb{}, &Random{}, &Grid{}} {
+				b.Run(fmt.Sprintf("%s/history=%d/%s", name, n, st.Name()), func(b *testing.B) {
+					req := Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1}
+					for b.Loop() {
+						if _, err := st.Suggest(b.Context(), req); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}

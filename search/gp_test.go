@@ -1,0 +1,142 @@
+package search
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestMarginalGradient checks the analytic gradient of the negative log
+// marginal likelihood against central finite differences.
+func TestMarginalGradient(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	n, d := 25, 3
+	x := make([][]float64, n)
+	y := make([]float64, n)
+	for i := range x {
+		x[i] = []float64{r.Float64(), r.Float64(), r.Float64()}
+		y[i] = math.Sin(3*x[i][0]) + 0.5*x[i][1] + 0.05*r.NormFloat64()
+	}
+	ml := newMarginal(x, y)
+	for _, theta := range [][]float64{
+		{math.Log(0.3), math.Log(0.8), math.Log(2), 0.1, math.Log(0.01)},
+		{math.Log(1.5), math.Log(0.1), math.Log(0.5), -0.5, math.Log(0.2)},
+	} {
+		grad := make([]float64, d+2)
+		ml.grad(grad, theta)
+		for k := range theta {
+			const h = 1e-5
+			up, down := append([]float64(nil), theta...), append([]float64(nil), theta...)
+			up[k] += h
+			down[k] -= h
+			num := (ml.value(up) - ml.value(down)) / (2 * h)
+			if math.Abs(num-grad[k]) > 1e-4*math.Max(1, math.Abs(num)) {
+				t.Errorf("θ=%v: ∂/∂θ[%d] analytic %.6g, numeric %.6g", theta, k, grad[k], num)
+			}
+		}
+	}
+}
+
+// TestGPFitsASmoothFunction: on noisy samples of a smooth function the fit
+// predicts held-out points well, is confident at its data and unsure far
+// from it, and learns a longer lengthscale for the dimension that does not
+// matter.
+func TestGPFitsASmoothFunction(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	f := func(x []float64) float64 { return math.Sin(4*x[0]) + x[0]*x[0] } // x[1] is irrelevant
+	var x [][]float64
+	var y []float64
+	for range 40 {
+		p := []float64{r.Float64() * 0.7, r.Float64()} // data only on x0 ∈ [0, 0.7]
+		x = append(x, p)
+		y = append(y, f(p)+0.02*r.NormFloat64())
+	}
+	g, err := fitGP(t.Context(), x, y, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var test [][]float64
+	for range 50 {
+		test = append(test, []float64{0.05 + r.Float64()*0.6, r.Float64()})
+	}
+	p := g.predict(test)
+	var sse float64
+	for i, xt := range test {
+		e := p.mu[i]*g.std + g.mean - f(xt)
+		sse += e * e
+	}
+	if rmse := math.Sqrt(sse / float64(len(test))); rmse > 0.08 {
+		t.Errorf("held-out RMSE %.3f, want < 0.08 (noise sd 0.02, signal range ~1.5)", rmse)
+	}
+	far := g.predict([][]float64{{2.5, 0.5}, x[0]})
+	if far.sd(0) < 5*far.sd(1) {
+		t.Errorf("sd far from the data %.3g is not well above sd at a data point %.3g", far.sd(0), far.sd(1))
+	}
+	if g.ls[1] < 2*g.ls[0] {
+		t.Errorf("lengthscales %v: the irrelevant dimension should be much longer", g.ls)
+	}
+	if g.sn2 > 0.05 {
+		t.Errorf("noise variance %.3g (standardised) too large for sd 0.02 data", g.sn2)
+	}
+}
+
+// TestBelieverShrinksVarianceNearThePick: a kriging-believer fantasy at a
+// candidate leaves means alone, cuts the variance there, cuts it less at a
+// neighbour and barely at a distant point.
+func TestBelieverShrinksVarianceNearThePick(t *testing.T) {
+	x := [][]float64{{0.1}, {0.9}}
+	y := []float64{0, 1}
+	g, err := fitGP(t.Context(), x, y, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands := [][]float64{{0.5}, {0.55}, {0.95}}
+	p := g.predict(cands)
+	mu := append([]float64(nil), p.mu...)
+	before := append([]float64(nil), p.vari...)
+	p.believe(0)
+	for j := range cands {
+		if p.mu[j] != mu[j] {
+			t.Errorf("mean at %v changed from %v to %v", cands[j], mu[j], p.mu[j])
+		}
+	}
+	drop := func(j int) float64 { return (before[j] - p.vari[j]) / before[j] }
+	if !(drop(0) > drop(1) && drop(1) > drop(2)) {
+		t.Errorf("variance drops %.3f (pick), %.3f (near), %.3f (far): want decreasing with distance", drop(0), drop(1), drop(2))
+	}
+	if drop(0) < 0.5 {
+		t.Errorf("variance at the pick dropped only %.0f%%", 100*drop(0))
+	}
+	// A second fantasy composes with the first.
+	v1 := p.vari[1]
+	p.believe(1)
+	if p.vari[1] >= v1 {
+		t.Errorf("second fantasy did not shrink its own variance: %v → %v", v1, p.vari[1])
+	}
+}
+
+func TestFitSubsetKeepsTheBestAndASpread(t *testing.T) {
+	y := make([]float64, 300)
+	for i := range y {
+		y[i] = float64(i % 100) // best values at 99, 199, 299
+	}
+	sub := fitSubset(y, 100)
+	if len(sub) != 100 {
+		t.Fatalf("subset of %d, want 100", len(sub))
+	}
+	in := map[int]bool{}
+	for i, j := range sub {
+		in[j] = true
+		if i > 0 && sub[i-1] >= j {
+			t.Fatalf("subset not in history order: %v", sub)
+		}
+	}
+	for _, j := range []int{99, 199, 299, 98, 198, 298} {
+		if !in[j] {
+			t.Errorf("best point %d (y=%v) left out", j, y[j])
+		}
+	}
+	if sub2 := fitSubset(y, 100); len(sub2) != len(sub) {
+		t.Error("fitSubset is not deterministic")
+	}
+}
