@@ -69,8 +69,8 @@ func BenchmarkEngineOpenLoop(b *testing.B) {
 func benchSend(b *testing.B, typed bool) {
 	addr := startFake(b, &fakeServer{})
 	c := newTestClient(b, addr, &Options{Connections: 1, Inputs: []InputSpec{{Name: "features", DType: "float32", Shape: []int64{-1, 256}}}})
-	g := c.grpc
-	client := tfserving.NewPredictionServiceClient(g.conns[0])
+	g := c.snd
+	client := tfserving.NewPredictionServiceClient(c.ctrl)
 	req := c.reqs[0]
 	ctx := context.Background()
 	b.ReportAllocs()

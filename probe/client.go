@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -35,7 +37,7 @@ type Options struct {
 	// round robin. DefaultConnections when 0. (REST keeps one keep-alive
 	// connection per concurrent request instead.)
 	Connections int
-	// Transport is GRPC (default) or REST.
+	// Transport is GRPC (default), GRPCLib or REST.
 	Transport Transport
 	// Requests is the payload, sent round robin. Each is sent as given,
 	// except that its model_spec is set to the Target's model, version and,
@@ -76,7 +78,7 @@ type Client struct {
 	log        *slog.Logger
 	reqs       []*tfserving.PredictRequest
 	snd        sender
-	grpc       *grpcSender // set for GRPC: its first connection serves typed calls
+	ctrl       *grpc.ClientConn // typed calls (the check request) for the gRPC transports
 	metricsURL string
 	http       *http.Client
 }
@@ -123,7 +125,7 @@ func New(ctx context.Context, t Target, o *Options) (*Client, error) {
 		problems = append(problems, fmt.Sprintf("batch size must be >= 1, got %d", c.o.BatchSize))
 	}
 	switch c.o.Transport {
-	case GRPC:
+	case GRPC, GRPCLib:
 		if err := checkHostPort("addr", t.Addr); err != nil {
 			problems = append(problems, strings.TrimPrefix(err.Error(), ErrBadOptions.Error()+": "))
 		}
@@ -132,7 +134,7 @@ func New(ctx context.Context, t Target, o *Options) (*Client, error) {
 			problems = append(problems, strings.TrimPrefix(err.Error(), ErrBadOptions.Error()+": "))
 		}
 	default:
-		problems = append(problems, fmt.Sprintf("transport %q is not grpc or rest", c.o.Transport))
+		problems = append(problems, fmt.Sprintf("transport %q is not grpc, grpc-lib or rest", c.o.Transport))
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrBadOptions, strings.Join(problems, "; "))
@@ -181,17 +183,31 @@ func New(ctx context.Context, t Target, o *Options) (*Client, error) {
 
 	switch c.o.Transport {
 	case GRPC:
+		h, err := newH2Sender(t.Addr, c.o.Connections, c.reqs)
+		if err != nil {
+			return nil, err
+		}
+		c.snd = h
+	case GRPCLib:
 		g, err := newGRPCSender(t.Addr, c.o.Connections, c.o.MaxMessageSize, c.reqs)
 		if err != nil {
 			return nil, err
 		}
-		c.snd, c.grpc = g, g
+		c.snd = g
 	case REST:
 		r, err := newRESTSender(t, 1024, c.reqs)
 		if err != nil {
 			return nil, err
 		}
 		c.snd = r
+	}
+	if c.o.Transport != REST {
+		ctrl, err := dialControl(t.Addr)
+		if err != nil {
+			c.snd.close()
+			return nil, err
+		}
+		c.ctrl = ctrl
 	}
 	return c, nil
 }
@@ -201,14 +217,20 @@ func New(ctx context.Context, t Target, o *Options) (*Client, error) {
 func (c *Client) Requests() []*tfserving.PredictRequest { return c.reqs }
 
 // Close closes the connections.
-func (c *Client) Close() error { return c.snd.close() }
+func (c *Client) Close() error {
+	err := c.snd.close()
+	if c.ctrl != nil {
+		err = errors.Join(err, c.ctrl.Close())
+	}
+	return err
+}
 
 // Check sends the first request once, decoding the answer, and returns an
 // error wrapping ErrRequestsFail with the server's message when it is
 // refused (wrong input name, dtype or shape, batch over max_batch_size...).
 func (c *Client) Check(ctx context.Context) error {
-	if c.grpc != nil {
-		resp, err := tfserving.NewPredictionServiceClient(c.grpc.conns[0]).Predict(ctx, c.reqs[0])
+	if c.ctrl != nil {
+		resp, err := tfserving.NewPredictionServiceClient(c.ctrl).Predict(ctx, c.reqs[0])
 		if err != nil {
 			st := status.Convert(err)
 			return fmt.Errorf("%w: Predict %s: %s: %s", ErrRequestsFail, c.t.Model, st.Code(), st.Message())

@@ -25,16 +25,24 @@ type fakeServer struct {
 
 	delay  func(n int64, now time.Time) time.Duration
 	err    func(n int64) error
+	outLen int // floats in the answer; 1 when 0
 	status func() (*tfserving.GetModelStatusResponse, error)
 	inputs map[string]*tfserving.TensorInfo
 
-	calls atomic.Int64
-	mu    sync.Mutex
-	seen  []*tfserving.PredictRequest // first few requests, for inspection
+	calls       atomic.Int64
+	inflight    atomic.Int64
+	maxInflight atomic.Int64
+	cancelled   atomic.Int64 // requests whose context ended before the answer
+	mu          sync.Mutex
+	seen        []*tfserving.PredictRequest // first few requests, for inspection
 }
 
 func (f *fakeServer) Predict(ctx context.Context, req *tfserving.PredictRequest) (*tfserving.PredictResponse, error) {
 	n := f.calls.Add(1)
+	in := f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	for m := f.maxInflight.Load(); in > m && !f.maxInflight.CompareAndSwap(m, in); m = f.maxInflight.Load() {
+	}
 	if n <= 4 {
 		f.mu.Lock()
 		f.seen = append(f.seen, req)
@@ -45,6 +53,7 @@ func (f *fakeServer) Predict(ctx context.Context, req *tfserving.PredictRequest)
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
+				f.cancelled.Add(1)
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
 		}
@@ -54,8 +63,9 @@ func (f *fakeServer) Predict(ctx context.Context, req *tfserving.PredictRequest)
 			return nil, err
 		}
 	}
+	out := make([]float32, max(f.outLen, 1))
 	return &tfserving.PredictResponse{Outputs: map[string]*tfserving.TensorProto{
-		"y": {Dtype: tfserving.DataType_DT_FLOAT, FloatVal: []float32{1}},
+		"y": {Dtype: tfserving.DataType_DT_FLOAT, FloatVal: out},
 	}}, nil
 }
 
@@ -88,23 +98,32 @@ func (f *fakeServer) GetModelMetadata(_ context.Context, req *tfserving.GetModel
 
 // startFake serves f on 127.0.0.1:0 until the test ends and returns its
 // address.
-func startFake(t testing.TB, f *fakeServer) string {
+func startFake(t testing.TB, f *fakeServer, opts ...grpc.ServerOption) string {
 	t.Helper()
-	return startFakeAt(t, "127.0.0.1:0", f)
+	addr, _ := serveFake(t, "127.0.0.1:0", f, opts...)
+	return addr
 }
 
-func startFakeAt(t testing.TB, addr string, f *fakeServer) string {
+func startFakeAt(t testing.TB, addr string, f *fakeServer, opts ...grpc.ServerOption) string {
+	serveFake(t, addr, f, opts...)
+	return addr
+}
+
+// serveFake serves f at addr (":0" picks a port) until the test ends and
+// returns the address and a function that stops the server gracefully
+// (GOAWAY, then close once the requests in flight are answered).
+func serveFake(t testing.TB, addr string, f *fakeServer, opts ...grpc.ServerOption) (string, func()) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Error(err)
-		return ""
+		return "", func() {}
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(opts...)
 	tfserving.RegisterPredictionServiceServer(s, f)
 	tfserving.RegisterModelServiceServer(s, f)
 	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	t.Cleanup(s.Stop) // at once, even with requests hung in the fake
+	return lis.Addr().String(), s.GracefulStop
 }
 
 // newTestClient connects to a fake at addr with a small generated payload.

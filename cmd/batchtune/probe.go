@@ -44,7 +44,7 @@ func probeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "poisson", Usage: "open loop: Poisson arrivals instead of even spacing"},
 			&cli.IntFlag{Name: "max-workers", Usage: "open loop: most requests in flight", Value: probe.DefaultMaxWorkers},
 			&cli.IntFlag{Name: "connections", Usage: "gRPC connections", Value: probe.DefaultConnections},
-			&cli.StringFlag{Name: "transport", Usage: "grpc or rest", Value: string(probe.GRPC)},
+			&cli.StringFlag{Name: "transport", Usage: "grpc (lean client), grpc-lib (grpc-go's client) or rest", Value: string(probe.GRPC)},
 			&cli.DurationFlag{Name: "request-timeout", Usage: "deadline of each request (0: none)"},
 
 			&cli.GenericFlag{Name: "input", Value: &inputFlags{}, Usage: "generated input NAME:DTYPE:SHAPE, e.g. features:float32:-1,256 (-1 first = batch); repeatable"},
@@ -104,7 +104,7 @@ func probeFlags(c *cli.Context) (*probeSetup, error) {
 	}
 	transport := probe.Transport(c.String("transport"))
 	switch transport {
-	case probe.GRPC:
+	case probe.GRPC, probe.GRPCLib:
 		if s.target.Addr == "" {
 			bad("--target HOST:PORT is required")
 		}
@@ -113,7 +113,7 @@ func probeFlags(c *cli.Context) (*probeSetup, error) {
 			bad("--transport rest needs --rest HOST:PORT")
 		}
 	default:
-		bad("--transport %q: want grpc or rest", transport)
+		bad("--transport %q: want grpc, grpc-lib or rest", transport)
 	}
 	if s.target.Model == "" {
 		bad("--model NAME is required")
