@@ -79,6 +79,21 @@ func (d *Daemon) Handler(o APIOptions) http.Handler {
 	mux.HandleFunc("DELETE "+PathAPI+"/studies/{study}/runs/{run}", a.mutating(a.cancel))
 	mux.HandleFunc("POST "+PathAPI+"/reload", a.mutating(a.reload))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// The patterns name their methods; say which ones a known path
+		// takes rather than that it does not exist.
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return mux
@@ -228,6 +243,10 @@ func (a *api) incumbent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inc, err := a.d.db.Incumbent(r.Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("study %s has no accepted recommendation yet", name))
+		return
+	}
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return

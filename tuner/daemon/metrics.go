@@ -64,7 +64,7 @@ func newMetrics() *metrics {
 	}, []string{"study", "state"})
 	m.trialDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: ns, Name: "trial_duration_seconds",
-		Help:    "Wall time of trials that ran (restart, readiness, warmup, measurement), by study.",
+		Help:    "Wall time of trials that ran to their end (restart, readiness, warmup, measurement), by study; interrupted and rejected trials are not observed.",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
 	}, []string{"study"})
 	m.bestObjective = prometheus.NewGaugeVec(prometheus.GaugeOpts{
