@@ -175,7 +175,9 @@ func TestAPIBeforeAndAfterRuns(t *testing.T) {
 	next.finishWith(ending{outcome: store.OutcomeRecommended, objective: 321.5, accepted: true,
 		rejected: "search: configuration rejected: slo_timeout: batch_timeout_micros: 90000 µs is not below SLO/3",
 		decision: &tuner.Decision{Accepted: true, Message: "first recommendation"}})
-	a.waitFor("the run's end", func() bool { return a.state("s") == daemon.StateIdle && a.status("s").LastOutcome != daemon.OutcomeCancelled })
+	a.waitFor("the run's end", func() bool {
+		return a.state("s") == daemon.StateIdle && a.status("s").LastOutcome != daemon.OutcomeCancelled
+	})
 
 	a.check(t, []apiCase{
 		{"runs", "GET", api + "/studies/s/runs", "", "", 200, `"outcome": "recommended"`},
