@@ -323,10 +323,16 @@ func TestClient(t *testing.T) {
 	}
 }
 
-// metrics scrapes /metrics and parses it.
+// metrics scrapes the rig's /metrics.
 func (a *apiRig) metrics(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(a.srv.URL + daemon.PathMetrics)
+	return scrape(t, a.srv.URL)
+}
+
+// scrape reads base's /metrics and parses it.
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + daemon.PathMetrics)
 	if err != nil {
 		t.Fatal(err)
 	}
