@@ -22,12 +22,17 @@ import (
 // they met the constraints); when every neighbourhood is exhausted it
 // restarts at the next point of the study's Halton sequence. It starts from
 // the seeds' recipe (Space.Recipe).
+//
+// Defaults follow Model Analyzer's quick search (radius 2, step magnitude
+// 2), except that the measured points a neighbourhood needs before a step
+// scale with the dimensions (Model Analyzer's 3 was for its 2–3).
 type HillClimb struct {
 	// Radius of the neighbourhood in value-index steps (Euclidean);
-	// default 1 (the 2 × dims axis neighbours).
+	// default 2.
 	Radius float64
 	// MinInitialized is how many measured points a neighbourhood needs
-	// before a step is taken; default 3.
+	// before a step is taken; default the number of parameters + 1, so
+	// that each dimension can be varied once first.
 	MinInitialized int
 	// Magnitude scales the step vector; default 2.
 	Magnitude float64
@@ -38,13 +43,13 @@ var _ Strategy = (*HillClimb)(nil)
 // Name is "hillclimb".
 func (*HillClimb) Name() string { return "hillclimb" }
 
-func (h *HillClimb) settings() (radius float64, minInit int, magnitude float64) {
+func (h *HillClimb) settings(dims int) (radius float64, minInit int, magnitude float64) {
 	radius, minInit, magnitude = h.Radius, h.MinInitialized, h.Magnitude
 	if radius == 0 {
-		radius = 1
+		radius = 2
 	}
 	if minInit == 0 {
-		minInit = 3
+		minInit = dims + 1
 	}
 	if magnitude == 0 {
 		magnitude = 2
@@ -56,7 +61,7 @@ func (h *HillClimb) settings() (radius float64, minInit int, magnitude float64) 
 func (h *HillClimb) Validate(*Space) error {
 	var ps configs.Problems
 	if h.Radius < 0 || h.Radius > 4 || math.IsNaN(h.Radius) {
-		ps.Add("search.settings.radius", "must be in (0, 4] (0 for the default 1), got %v", h.Radius)
+		ps.Add("search.settings.radius", "must be in (0, 4] (0 for the default 2), got %v", h.Radius)
 	}
 	if h.MinInitialized < 0 {
 		ps.Add("search.settings.min_initialized", "must not be negative, got %d", h.MinInitialized)
@@ -86,7 +91,7 @@ func (h *HillClimb) Suggest(ctx context.Context, req Request) ([]Suggestion, err
 		return nil, err
 	}
 	s := req.Space
-	radius, minInit, magnitude := h.settings()
+	radius, minInit, magnitude := h.settings(s.Dims())
 	t := takenFrom(req.History)
 	pts := h.measured(s, req)
 
@@ -183,13 +188,14 @@ func (h *HillClimb) measured(s *Space, req Request) []climbPoint {
 // next picks one point by the quick-search rules, or nil when every
 // measured point's neighbourhood is exhausted.
 func (h *HillClimb) next(s *Space, pts []climbPoint, picked [][]int, t taken, radius float64, minInit int, magnitude float64) ([]int, string) {
+	// Measured points first, best first; then this call's pending picks
+	// (the start, a restart), whose neighbourhoods are grown before
+	// restarting again.
 	homes := make([][]int, 0, len(pts)+len(picked))
 	for _, p := range pts {
 		homes = append(homes, p.idx)
 	}
-	if len(pts) == 0 {
-		homes = append(homes, picked...) // nothing measured yet: grow around the pending start
-	}
+	homes = append(homes, picked...)
 	for _, home := range homes {
 		nb := s.neighbourhood(home, radius)
 		var free [][]int
@@ -211,10 +217,14 @@ func (h *HillClimb) next(s *Space, pts []climbPoint, picked [][]int, t taken, ra
 			return coverMost(s, home, free, in, picked), "neighbourhood"
 		}
 		target := stepFrom(s, home, in, magnitude)
+		if slices.Equal(target, home) {
+			// No direction to go: learn about the least-covered values.
+			return coverMost(s, home, free, in, picked), "neighbourhood"
+		}
 		if k := s.configAt(target).Key(); !t[k] && s.isRunnable(target) {
 			return target, "step"
 		}
-		return nearestIdx(free, target), "neighbourhood"
+		return nearestIdx(free, target), "towards step"
 	}
 	return nil, ""
 }
@@ -333,6 +343,10 @@ func nearestIdx(pts [][]int, target []int) []int {
 }
 
 func (h *HillClimb) String() string {
-	r, m, g := h.settings()
-	return fmt.Sprintf("hillclimb(radius=%g, min_initialized=%d, magnitude=%g)", r, m, g)
+	min := "dims+1"
+	if h.MinInitialized > 0 {
+		min = fmt.Sprint(h.MinInitialized)
+	}
+	r, _, g := h.settings(0)
+	return fmt.Sprintf("hillclimb(radius=%g, min_initialized=%s, magnitude=%g)", r, min, g)
 }
