@@ -66,10 +66,9 @@ func BenchmarkEngineOpenLoop(b *testing.B) {
 	benchEngine(b, func(e *engine) { e.startOpen(ConstantPacer{Freq: 1e8}, 8, 64) })
 }
 
-func benchSend(b *testing.B, typed bool) {
+func benchSend(b *testing.B, tr Transport, typed bool) {
 	addr := startFake(b, &fakeServer{})
-	c := newTestClient(b, addr, &Options{Connections: 1, Inputs: []InputSpec{{Name: "features", DType: "float32", Shape: []int64{-1, 256}}}})
-	g := c.snd
+	c := newTestClient(b, addr, &Options{Transport: tr, Connections: 1, Inputs: []InputSpec{{Name: "features", DType: "float32", Shape: []int64{-1, 256}}}})
 	client := tfserving.NewPredictionServiceClient(c.ctrl)
 	req := c.reqs[0]
 	ctx := context.Background()
@@ -80,15 +79,17 @@ func benchSend(b *testing.B, typed bool) {
 			if _, err := client.Predict(ctx, req); err != nil {
 				b.Fatal(err)
 			}
-		} else if code := g.send(ctx, 0, 0); code != codes.OK {
+		} else if code := c.snd.send(ctx, 0, 0); code != codes.OK {
 			b.Fatal(code)
 		}
 	}
 }
 
-// BenchmarkSendRaw and BenchmarkSendTyped send one Predict with 256 floats
-// to an in-process fake (so both include the fake server's cost): the raw
-// path reuses the encoded bytes and drops the answer unread, the typed
-// path is what a plain generated client does per request.
-func BenchmarkSendRaw(b *testing.B)   { benchSend(b, false) }
-func BenchmarkSendTyped(b *testing.B) { benchSend(b, true) }
+// BenchmarkSend* send one Predict with 256 floats at a time to an
+// in-process fake (so every figure includes the fake server's own cost):
+// Lean is probe's client (encoded once, answer dropped unread), Lib the
+// same through grpc-go's client with the pass-through codec, Typed a plain
+// generated client marshalling and unmarshalling per call.
+func BenchmarkSendLean(b *testing.B)  { benchSend(b, GRPC, false) }
+func BenchmarkSendLib(b *testing.B)   { benchSend(b, GRPCLib, false) }
+func BenchmarkSendTyped(b *testing.B) { benchSend(b, GRPC, true) }

@@ -33,7 +33,7 @@ import (
 
 type config struct {
 	ghz, batchtune, emulator, root, out string
-	model                               string
+	model, modelBase                    string
 	rounds, concurrency, connections    int
 	duration, openDuration              time.Duration
 	fractions                           string
@@ -47,7 +47,8 @@ func main() {
 	flag.StringVar(&c.emulator, "emulator", "", "tfs-emulator binary")
 	flag.StringVar(&c.root, "root", ".", "repository root (protos, bundled models)")
 	flag.StringVar(&c.out, "out", "out", "directory for configs, payload, logs and raw results")
-	flag.StringVar(&c.model, "model", "ranker", "bundled model under configs/models")
+	flag.StringVar(&c.model, "model", "ranker", "model name")
+	flag.StringVar(&c.modelBase, "model-base", "", "model base path (default: ROOT/configs/models/MODEL)")
 	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds")
 	flag.IntVar(&c.concurrency, "concurrency", 64, "closed-loop concurrency")
 	flag.IntVar(&c.connections, "connections", 4, "gRPC connections")
@@ -93,6 +94,9 @@ func run(c config) error {
 			return fmt.Errorf("binary: %w", err)
 		}
 	}
+	if c.modelBase == "" {
+		c.modelBase = filepath.Join(c.root, "configs", "models", c.model)
+	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
@@ -122,7 +126,7 @@ func run(c config) error {
 	}
 	defer log.Close()
 	emuArgs := []string{"--port=" + strconv.Itoa(gport), "--rest_api_port=" + strconv.Itoa(rport), "--model_name=" + c.model,
-		"--model_base_path=" + filepath.Join(c.root, "configs", "models", c.model), "--enable_batching",
+		"--model_base_path=" + c.modelBase, "--enable_batching",
 		"--batching_parameters_file=" + batching, "--monitoring_config_file=" + monitoring,
 		"--grpc_max_threads=" + strconv.Itoa(c.grpcThreads)}
 	emu := exec.Command(c.emulator, emuArgs...)
@@ -145,6 +149,14 @@ func run(c config) error {
 
 	fmt.Printf("probe-vs-ghz, %s, %d CPUs, load average %s\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadavg())
 	fmt.Printf("stand-in: tfs-emulator %s\n", strings.Join(emuArgs[2:], " "))
+	if b, err := os.ReadFile(filepath.Join(c.modelBase, "1", "model.json")); err == nil {
+		var m struct {
+			Description string `json:"description"`
+		}
+		if json.Unmarshal(b, &m) == nil {
+			fmt.Printf("model %s: %s\n", c.model, m.Description)
+		}
+	}
 	fmt.Printf("batching.config: max_batch_size 64, batch_timeout_micros 1000, max_enqueued_batches 64, num_batch_threads 2\n")
 	fmt.Printf("load: closed loop, concurrency %d over %d connections, %s per run, %d rounds interleaved, payload %s\n\n",
 		c.concurrency, c.connections, c.duration, c.rounds, filepath.Base(payload))
