@@ -47,25 +47,25 @@ type BenchOptions struct {
 
 // Run is one strategy's run with one seed.
 type Run struct {
-	Seed uint64
+	Seed uint64 `json:"seed"`
 	// Reach holds, per target, the number of trials run until a truly
 	// feasible configuration within the target was first run; 0 when it
 	// never was within the horizon.
-	Reach []int
+	Reach []int `json:"reach"`
 	// Trials is how many trials ran.
-	Trials int
+	Trials int `json:"trials"`
 	// Pick is the recommendation after Budget trials, before
 	// confirmation: the trial with the best measured objective among those
 	// measured feasible (nil when none was). PickTruth is its truth.
-	Pick      search.Config
-	PickTruth Truth
+	Pick      search.Config `json:"pick"`
+	PickTruth Truth         `json:"pick_truth"`
 	// StopAt is the trial count at which the stopping rule fired (0: never
 	// before the budget), and StopPick the pick at that point.
-	StopAt        int
-	StopPickRatio float64
+	StopAt        int     `json:"stop_at"`
+	StopPickRatio float64 `json:"stop_pick_ratio"`
 	// SuggestTime is the wall time spent in Suggest over the run's Calls.
-	SuggestTime time.Duration
-	Calls       int
+	SuggestTime time.Duration `json:"suggest_time"`
+	Calls       int           `json:"calls"`
 }
 
 // Row summarises one strategy over every seed.

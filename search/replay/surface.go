@@ -103,16 +103,16 @@ type Point struct {
 // Truth is what a configuration's repeats say on average: the ground truth
 // a benchmark scores strategies against.
 type Truth struct {
-	QPS       float64
-	P99       time.Duration
-	ErrorRate float64
+	QPS       float64       `json:"qps"`
+	P99       time.Duration `json:"p99"`
+	ErrorRate float64       `json:"error_rate"`
 	// Failed is true when any run failed to load.
-	Failed bool
+	Failed bool `json:"failed"`
 	// Feasible: never failed, and the means meet the SLO and error budget
 	// (max_throughput) or achieve the rate within tolerance (min_latency).
-	Feasible bool
+	Feasible bool `json:"feasible"`
 	// Value is the mean objective: QPS, or P99 in seconds.
-	Value float64
+	Value float64 `json:"value"`
 }
 
 // Surface is a recorded performance surface: a space and every

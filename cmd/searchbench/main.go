@@ -1,0 +1,224 @@
+// Command searchbench compares search strategies on recorded performance
+// surfaces: every strategy runs over many seeds against each surface (a
+// replay answers each suggested configuration with one of its recorded
+// measurements), and a table per surface shows how many trials each needed
+// to come within 95% and 99% of the best truly feasible objective, and how
+// often its pick after the trial budget was truly feasible.
+//
+//	searchbench [flags] SURFACE.jsonl...
+//
+// The surface file format is documented in package search/replay. The
+// command is thin: search/replay does the work and returns data; this file
+// parses flags, handles signals and prints.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/batchtune/batchtune/search"
+	"github.com/batchtune/batchtune/search/replay"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// settingsFlag collects -set strategy.key=value.
+type settingsFlag map[string]map[string]string
+
+func (s settingsFlag) String() string { return "" }
+
+func (s settingsFlag) Set(v string) error {
+	key, val, ok := strings.Cut(v, "=")
+	strat, name, ok2 := strings.Cut(key, ".")
+	if !ok || !ok2 || strat == "" || name == "" {
+		return fmt.Errorf("want strategy.setting=value (e.g. bayes.init=6), got %q", v)
+	}
+	if s[strat] == nil {
+		s[strat] = map[string]string{}
+	}
+	s[strat][name] = val
+	return nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("searchbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	strategies := fs.String("strategies", strings.Join(search.Names(), ","), "strategies to compare, comma-separated")
+	seeds := fs.Int("seeds", 30, "seeds per strategy and surface")
+	budget := fs.Int("budget", 0, "trial budget after which the pick is judged (0: 50, or the runnable count if smaller)")
+	horizon := fs.Int("horizon", 0, "most trials a run may take to reach the targets (0: 400, or the runnable count if smaller)")
+	batch := fs.Int("batch", 1, "suggestions per call (parallel trials)")
+	targets := fs.String("targets", "0.95,0.99", "fractions of the best feasible objective to report trials-to-reach for")
+	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
+	asJSON := fs.Bool("json", false, "write the reports as JSON instead of tables")
+	verbose := fs.Bool("v", false, "log every finished run to stderr")
+	settings := settingsFlag{}
+	fs.Var(settings, "set", "a strategy setting, strategy.name=value (repeatable), e.g. -set bayes.init=6")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: searchbench [flags] SURFACE.jsonl...\n\nCompares search strategies on recorded surfaces (format: package search/replay).\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "searchbench: name at least one surface file")
+		fs.Usage()
+		return 2
+	}
+	ts, err := parseTargets(*targets)
+	if err != nil {
+		fmt.Fprintln(stderr, "searchbench: -targets:", err)
+		return 2
+	}
+	var strats []search.Strategy
+	names := strings.Split(*strategies, ",")
+	for _, name := range names {
+		st, err := search.New(strings.TrimSpace(name), settings[strings.TrimSpace(name)])
+		if err != nil {
+			fmt.Fprintf(stderr, "searchbench: strategy %s: %v\n", name, err)
+			return 2
+		}
+		strats = append(strats, st)
+	}
+	for strat := range settings {
+		if !slices.Contains(names, strat) {
+			fmt.Fprintf(stderr, "searchbench: -set names strategy %q, which is not in -strategies\n", strat)
+			return 2
+		}
+	}
+
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	var reports []*replay.Report
+	for i, path := range fs.Args() {
+		s, err := replay.Load(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "searchbench:", err)
+			return 1
+		}
+		rep, err := replay.Bench(ctx, s, replay.BenchOptions{
+			Strategies: strats, Seeds: *seeds, Budget: *budget, Horizon: *horizon,
+			Batch: *batch, Targets: ts, Workers: *workers, Logger: logger,
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "searchbench: %s: %v\n", path, err)
+			return 1
+		}
+		reports = append(reports, rep)
+		if *asJSON {
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if err := rep.WriteTable(stdout); err != nil {
+			fmt.Fprintln(stderr, "searchbench:", err)
+			return 1
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(jsonReports(reports)); err != nil {
+			fmt.Fprintln(stderr, "searchbench:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func parseTargets(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0 && v <= 1) {
+			return nil, fmt.Errorf("want fractions in (0, 1], got %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// jsonReports drops the per-run detail's unencodable infinities: an
+// unreached target is written as null.
+func jsonReports(reps []*replay.Report) any {
+	type row struct {
+		Strategy      string       `json:"strategy"`
+		Median        []*float64   `json:"median"`
+		P90           []*float64   `json:"p90"`
+		Reached       []int        `json:"reached"`
+		PickFeasible  float64      `json:"pick_feasible"`
+		PickRatio     float64      `json:"pick_ratio"`
+		StopMedian    *float64     `json:"stop_median"`
+		StopPickRatio float64      `json:"stop_pick_ratio"`
+		SuggestMeanMS float64      `json:"suggest_mean_ms"`
+		Runs          []replay.Run `json:"runs"`
+	}
+	type report struct {
+		Surface   string    `json:"surface"`
+		Objective string    `json:"objective"`
+		SLO       string    `json:"slo"`
+		Runnable  int       `json:"runnable"`
+		Feasible  int       `json:"feasible"`
+		Best      string    `json:"best"`
+		BestValue float64   `json:"best_value"`
+		Seeds     int       `json:"seeds"`
+		Budget    int       `json:"budget"`
+		Horizon   int       `json:"horizon"`
+		Batch     int       `json:"batch"`
+		Targets   []float64 `json:"targets"`
+		Rows      []row     `json:"rows"`
+	}
+	finite := func(v float64) *float64 {
+		if v != v || v > 1e300 {
+			return nil
+		}
+		return &v
+	}
+	var out []report
+	for _, r := range reps {
+		rep := report{
+			Surface: r.Surface, Objective: r.Objective.Kind.String(), SLO: r.SLO.String(),
+			Runnable: r.Runnable, Feasible: r.Feasible, Best: r.Best.String(), BestValue: r.BestTruth.Value,
+			Seeds: r.Seeds, Budget: r.Budget, Horizon: r.Horizon, Batch: r.Batch, Targets: r.Targets,
+		}
+		for _, rw := range r.Rows {
+			x := row{Strategy: rw.Strategy, Reached: rw.Reached, PickFeasible: rw.PickFeasible, PickRatio: rw.PickRatio,
+				StopMedian: finite(rw.StopMedian), StopPickRatio: rw.StopPickRatio,
+				SuggestMeanMS: float64(rw.SuggestMean.Microseconds()) / 1000, Runs: rw.Runs}
+			for i := range rw.Median {
+				x.Median = append(x.Median, finite(rw.Median[i]))
+				x.P90 = append(x.P90, finite(rw.P90[i]))
+			}
+			rep.Rows = append(rep.Rows, x)
+		}
+		out = append(out, rep)
+	}
+	return out
+}

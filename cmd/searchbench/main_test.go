@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/search"
+	"github.com/batchtune/batchtune/search/replay"
+)
+
+// writeFixture writes a UNIT-TEST FIXTURE surface (a closed-form toy, not
+// a measurement) of 24 configurations, 2 runs each, and returns its path.
+func writeFixture(t *testing.T) string {
+	t.Helper()
+	s, err := replay.NewSurface(replay.Header{
+		Format: replay.Format, Name: "cmd-fixture", Source: "cmd/searchbench/main_test.go (unit-test fixture)",
+		Objective: search.MaxThroughput, Concurrency: 16, SLO: replay.Duration(20 * time.Millisecond),
+		ErrorBudget: 0.01, Cores: 2, GPUs: 1,
+		Space: []configs.ParamSpec{
+			{Name: search.MaxBatchSize, Values: []int64{2, 4, 8, 16}},
+			{Name: search.BatchTimeoutMicros, Values: []int64{0, 2000, 5000}},
+			{Name: search.NumBatchThreads, Values: []int64{1, 2}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.Space().Runnable(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range all {
+		b, _ := c.Get(search.MaxBatchSize)
+		tau, _ := c.Get(search.BatchTimeoutMicros)
+		n, _ := c.Get(search.NumBatchThreads)
+		for rep := range 2 {
+			qps := 100 * math.Log2(float64(b)+1) * float64(n) * (1 + 0.02*float64(rep))
+			p99 := 2000 + 1.5*float64(tau) + 500*float64(b)
+			if err := s.Add(replay.Measurement{Config: []int64{b, tau, n}, QPS: qps, P99Micros: p99, OOM: b == 16 && n == 2 && i%2 == 0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := s.Encode(f); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunPrintsATablePerSurface(t *testing.T) {
+	path := writeFixture(t)
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"-seeds", "3", "-budget", "6", "-set", "bayes.init=3", path, path}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+	got := out.String()
+	if n := strings.Count(got, "surface cmd-fixture"); n != 2 {
+		t.Errorf("%d tables, want 2:\n%s", n, got)
+	}
+	for _, name := range search.Names() {
+		if !strings.Contains(got, "\n"+name+" ") {
+			t.Errorf("no row for %s:\n%s", name, got)
+		}
+	}
+}
+
+func TestRunJSON(t *testing.T) {
+	path := writeFixture(t)
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"-json", "-seeds", "2", "-budget", "5", "-strategies", "grid,random", path}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+	var reps []struct {
+		Surface string `json:"surface"`
+		Rows    []struct {
+			Strategy string     `json:"strategy"`
+			Median   []*float64 `json:"median"`
+			Runs     []struct {
+				Seed   uint64 `json:"seed"`
+				Trials int    `json:"trials"`
+			} `json:"runs"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &reps); err != nil {
+		t.Fatalf("output is not the JSON report: %v\n%s", err, out.String())
+	}
+	if len(reps) != 1 || len(reps[0].Rows) != 2 || reps[0].Rows[1].Strategy != "random" || len(reps[0].Rows[1].Runs) != 2 {
+		t.Errorf("unexpected report: %+v", reps)
+	}
+	for _, r := range reps[0].Rows[0].Runs {
+		if r.Trials < 5 {
+			t.Errorf("grid seed %d ran %d trials, under the budget", r.Seed, r.Trials)
+		}
+	}
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	path := writeFixture(t)
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"format":"nope"}`+"\n"), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		// No surface named.
+		{"no files", nil, 2, "name at least one surface file"},
+		// An unknown strategy, an unknown setting, a setting for a strategy not run.
+		{"unknown strategy", []string{"-strategies", "annealing", path}, 2, "unknown strategy"},
+		{"unknown setting", []string{"-set", "bayes.temperature=3", path}, 2, "search.settings.temperature"},
+		{"setting for absent strategy", []string{"-strategies", "grid", "-set", "bayes.init=3", path}, 2, `strategy "bayes"`},
+		{"malformed set", []string{"-set", "init=3", path}, 2, "strategy.setting=value"},
+		{"bad targets", []string{"-targets", "0.95,1.5", path}, 2, "fractions in (0, 1]"},
+		// Files: missing, malformed (named with its line).
+		{"missing file", []string{"/nonexistent/s.jsonl"}, 1, "/nonexistent/s.jsonl"},
+		{"bad file", []string{bad}, 1, bad + ":1: header: format"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(t.Context(), tc.args, &out, &errb)
+			if code != tc.code || !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, errb.String(), tc.code, tc.want)
+			}
+		})
+	}
+}
