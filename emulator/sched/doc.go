@@ -26,4 +26,27 @@
 // own and calls executors, timers and Done callbacks without holding its
 // lock, so a single-threaded event loop can drive it: callbacks may call
 // Submit again.
+//
+// Driving it in virtual time (a discrete-event simulation of a stand-in
+// trial, see Example_virtualTime):
+//
+//  1. clk := NewVirtual(t0).
+//  2. Options from a batching config: emulator.SchedOptions(params, cores)
+//     gives exactly what tfs-emulator runs with.
+//  3. An Executor whose Execute computes the batch's cost and calls
+//     clk.AfterFunc(cost, func() { done(nil) }). For the accelerator model
+//     the device part is device.Accelerator.Reserve(clk.Now(), b.Padded)
+//     (its in-order queue, jitter and cold start) or the pure
+//     device.AcceleratorSpec.ExecTime; host-side work and the CPU model's
+//     arithmetic come from device.Calibrate measured once per thread
+//     count.
+//  4. Clients as events: a closed-loop client submits a Task from an
+//     AfterFunc callback and its next one from the task's Done; an
+//     open-loop client schedules arrivals at their intended times. Record
+//     latencies from the virtual time in Done.
+//  5. clk.RunUntil(t0.Add(trialLength)); read the recorded figures.
+//
+// One 10-second, 64-client trial runs in about 40 ms of CPU
+// (BenchmarkVirtualClosedLoop), so surfaces of thousands of configurations
+// take minutes.
 package sched
