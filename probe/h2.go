@@ -474,6 +474,17 @@ func (c *h2conn) reader() {
 	fr.MaxHeaderListSize = 16 << 20
 	for {
 		f, err := fr.ReadFrame()
+		if se := (http2.StreamError{}); errors.As(err, &se) {
+			// One stream's frame was malformed (bad header fields, say):
+			// that call fails, the connection carries on.
+			c.mu.Lock()
+			c.wbuf = frameHeader(c.wbuf, 4, http2.FrameRSTStream, 0, se.StreamID)
+			c.wbuf = binary.BigEndian.AppendUint32(c.wbuf, uint32(se.Code))
+			c.kick()
+			c.finish(se.StreamID, codes.Internal)
+			c.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			c.fail(err)
 			return
