@@ -137,9 +137,11 @@ type MeasureOptions struct {
 	DrainTimeout time.Duration
 
 	// The invalid-measurement guard. MaxPacingLag bounds the open-loop P99
-	// of (actual send - intended send) while workers were available
-	// (default 10ms); MaxCPU bounds the generator process's CPU time over
-	// the run as a share of GOMAXPROCS cores (default 0.9).
+	// of (actual send - intended send) while workers were available; the
+	// lag is part of every corrected latency, so the default is a tenth of
+	// the SLO's latency target, and 10ms at least (10ms with no SLO).
+	// MaxCPU bounds the generator process's CPU time over the run as a
+	// share of GOMAXPROCS cores (default 0.9).
 	MaxPacingLag time.Duration
 	MaxCPU       float64
 
@@ -161,7 +163,11 @@ func (o *MeasureOptions) withDefaults() MeasureOptions {
 	def(&m.MaxDuration, 60*time.Second)
 	def(&m.Window, time.Second)
 	def(&m.DrainTimeout, 2*time.Second)
-	def(&m.MaxPacingLag, 10*time.Millisecond)
+	lag := 10 * time.Millisecond
+	if m.SLO != nil {
+		lag = max(lag, m.SLO.Latency/10)
+	}
+	def(&m.MaxPacingLag, lag)
 	if m.MinWindows == 0 {
 		m.MinWindows = 5
 	}

@@ -340,3 +340,26 @@ func TestHungServerAtBound(t *testing.T) {
 		t.Errorf("latency max %s over %d values", r.Latency.Max, r.Latency.Count)
 	}
 }
+
+func TestMeasureDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		o    *MeasureOptions
+		lag  time.Duration
+	}{
+		// No options: the documented defaults.
+		{"nil", nil, 10 * time.Millisecond},
+		// A 300 ms SLO tolerates a tenth of it as pacing lag.
+		{"slo 300ms", &MeasureOptions{SLO: &SLO{Latency: 300 * time.Millisecond}}, 30 * time.Millisecond},
+		// A tight SLO does not make the guard stricter than 10 ms.
+		{"slo 20ms", &MeasureOptions{SLO: &SLO{Latency: 20 * time.Millisecond}}, 10 * time.Millisecond},
+		// An explicit limit wins.
+		{"explicit", &MeasureOptions{MaxPacingLag: time.Millisecond, SLO: &SLO{Latency: time.Second}}, time.Millisecond},
+	}
+	for _, tt := range tests {
+		m := tt.o.withDefaults()
+		if m.MaxPacingLag != tt.lag || m.MinDuration != 5*time.Second || m.MaxDuration != time.Minute || m.MaxCPU != 0.9 {
+			t.Errorf("%s: %+v, want lag %s", tt.name, m, tt.lag)
+		}
+	}
+}

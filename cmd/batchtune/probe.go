@@ -67,7 +67,7 @@ func probeCommand() *cli.Command {
 			&cli.DurationFlag{Name: "slo-latency", Usage: "stop early once this latency target is certainly broken"},
 			&cli.Float64Flag{Name: "slo-quantile", Usage: "quantile held to --slo-latency", Value: 0.99},
 			&cli.Float64Flag{Name: "error-rate", Usage: "with an SLO: the error-rate budget (share of requests)", Value: 0.001},
-			&cli.DurationFlag{Name: "max-pacing-lag", Usage: "open loop: P99 send lag beyond which the result is invalid", Value: 10 * time.Millisecond},
+			&cli.DurationFlag{Name: "max-pacing-lag", Usage: "open loop: P99 send lag beyond which the result is invalid (default: max(10ms, slo-latency/10))"},
 
 			&cli.StringFlag{Name: "metrics-path", Usage: "Prometheus path on the REST port", Value: probe.DefaultMetricsPath},
 			&cli.StringFlag{Name: "metrics-url", Usage: "full metrics URL (overrides --rest + --metrics-path)"},
