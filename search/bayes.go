@@ -39,8 +39,10 @@ type Bayes struct {
 	// included; default 8.
 	Init int
 	// Candidates bounds how many unfinished configurations are scored per
-	// call; spaces at most this large are scored whole, larger ones by a
-	// Halton sample plus the neighbours of the best trials. Default 4096.
+	// call; when more are left, the neighbours of the best trials and a
+	// Halton sample of the rest are scored. With a long history the bound
+	// shrinks (scoring costs candidates × trials²), down to 384. Default
+	// 4096.
 	Candidates int
 	// Xi is the improvement (in standard deviations of the objective model)
 	// below which EI counts nothing; default 0.01.
@@ -49,7 +51,8 @@ type Bayes struct {
 	// πBO); 0 means the default 3, a negative value switches it off.
 	PriorStrength float64
 	// FitMax bounds how many trials the hyperparameters are fitted on (the
-	// model then conditions on all of them); default 100.
+	// best half and a spread of the rest; the model then conditions on all
+	// of them); default 64.
 	FitMax int
 
 	// noBeliever switches the kriging believer off (tests compare).
@@ -75,7 +78,7 @@ func (b *Bayes) settings() bayesSettings {
 		s.candidates = 4096
 	}
 	if s.fitMax == 0 {
-		s.fitMax = 100
+		s.fitMax = 64
 	}
 	if s.xi == 0 {
 		s.xi = 0.01
@@ -283,7 +286,11 @@ func maps(t taken) taken {
 // the kriging believer.
 func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs observations, t taken, n int) ([]Suggestion, error) {
 	s := req.Space
-	cands, err := b.candidates(ctx, req, st, t)
+	limit := st.candidates
+	if n := max(len(obs.fx), len(obs.cx), len(obs.lx)); n > 0 {
+		limit = min(limit, max(minCandidates, int(scoreBudget/float64(n*n))))
+	}
+	cands, err := b.candidates(ctx, req, limit, t)
 	if err != nil || len(cands) == 0 {
 		return nil, err
 	}
@@ -408,23 +415,33 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 	return out, nil
 }
 
-// candidates lists the unfinished runnable points to score: the whole space
-// when small enough, else a Halton sample plus the neighbours of the best
-// feasible trials.
-func (b *Bayes) candidates(ctx context.Context, req Request, st bayesSettings, t taken) ([][]int, error) {
+// scoreBudget bounds the work of scoring candidates: predicting m
+// candidates from n trials costs about m·n² per model, so with a long
+// history fewer candidates are scored (never fewer than minCandidates).
+// It keeps a suggestion well under a second at 500 trials on two cores.
+const (
+	scoreBudget   = 1.2e8
+	minCandidates = 384
+)
+
+// candidates lists the unfinished runnable points to score: all of them
+// when few enough, else the neighbours of the best feasible trials and a
+// Halton sample of the rest, at most limit in all.
+func (b *Bayes) candidates(ctx context.Context, req Request, limit int, t taken) ([][]int, error) {
 	s := req.Space
-	if s.Size() <= int64(st.candidates) {
-		return s.unseenRunnable(ctx, t, -1)
+	if s.Size() <= int64(limit) || s.Size() <= cacheLimit {
+		all, err := s.unseenRunnable(ctx, t, -1)
+		if err != nil || len(all) <= limit {
+			return all, err
+		}
 	}
 	pool := maps(t)
-	pts, err := s.halton(ctx, req.Seed^uint64(len(req.History)), pool, st.candidates)
-	if err != nil {
-		return nil, err
-	}
-	// Neighbours (radius 1) of the five best measured feasible trials.
+	var pts [][]int
+	// Neighbours (radius 1) of the ten best measured feasible trials: where
+	// a mature model's improvements are.
 	hc := &HillClimb{}
 	for i, p := range hc.measured(s, req) {
-		if i == 5 || !p.feas {
+		if i == 10 || !p.feas || len(pts) >= limit/2 {
 			break
 		}
 		for _, idx := range s.neighbourhood(p.idx, 1) {
@@ -436,7 +453,11 @@ func (b *Bayes) candidates(ctx context.Context, req Request, st bayesSettings, t
 			pts = append(pts, idx)
 		}
 	}
-	return pts, nil
+	more, err := s.halton(ctx, req.Seed^uint64(len(req.History)), pool, limit-len(pts))
+	if err != nil {
+		return nil, err
+	}
+	return append(pts, more...), nil
 }
 
 // softPrior is the prior belief in a configuration, in (0, 1]: 1 unless
