@@ -103,7 +103,11 @@ func Summary(r *Result) string {
 	if !r.Valid {
 		verdict = "INVALID: " + r.InvalidReason
 	}
-	line("load        %s over %d %s connection(s)", r.Load, r.Connections, r.Transport)
+	if r.Transport == REST {
+		line("load        %s over REST (a keep-alive connection per request in flight)", r.Load)
+	} else {
+		line("load        %s over %d %s connection(s)", r.Load, r.Connections, r.Transport)
+	}
 	line("result      %s", verdict)
 	stop := string(r.StopReason)
 	if r.StopDetail != "" {

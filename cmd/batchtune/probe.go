@@ -254,7 +254,10 @@ func runProbe(c *cli.Context) error {
 			return err
 		}
 		settled := "latency settled"
-		if !w.Settled {
+		switch {
+		case w.StopReason == probe.StopWarmupCount:
+			settled = "count reached"
+		case !w.Settled:
 			settled = "latency NOT settled by --warmup-max"
 		}
 		if !c.Bool("quiet") {
