@@ -160,7 +160,13 @@ func (b *Bayes) observe(req Request) observations {
 			o.cy = append(o.cy, m)
 		}
 		if tr.Outcome == Succeeded && tr.Measured {
-			y := math.Log(math.Max(tr.Value, 1e-12))
+			if !(tr.Value > 0) || math.IsInf(tr.Value, 0) {
+				// No QPS (or a P99 of 0, or garbage): it served nothing
+				// usable; model it as a failure would be.
+				o.failX = append(o.failX, x)
+				continue
+			}
+			y := math.Log(tr.Value)
 			if req.Objective.Direction() == Minimize {
 				y = -y
 			}

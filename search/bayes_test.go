@@ -342,3 +342,30 @@ func BenchmarkSuggest(b *testing.B) {
 		}
 	}
 }
+
+// TestBayesToleratesGarbageMeasurements: NaN and infinite numbers from a
+// broken measurement must not poison the models.
+func TestBayesToleratesGarbageMeasurements(t *testing.T) {
+	s := conformanceSpace(t)
+	hist := run(t, &Random{}, s, 1, 1, 12)
+	hist[2].Value, hist[2].QPS = math.NaN(), math.NaN()
+	hist[5].ErrorRate = math.NaN()
+	hist[7].Value = math.Inf(1)
+	hist[9].Value = 0
+	sugg, err := (&Bayes{Init: 4}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 3, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sugg) != 3 {
+		t.Fatalf("got %d suggestions, want 3", len(sugg))
+	}
+	for _, sg := range sugg {
+		if sg.Expected != nil && (math.IsNaN(*sg.Expected) || math.IsInf(*sg.Expected, 0)) {
+			t.Errorf("suggestion %v expects %v", sg.Config, *sg.Expected)
+		}
+	}
+	m, _ := margin(throughput, s.rules.SLO, hist[5])
+	if math.IsNaN(m) {
+		t.Error("a NaN error rate gave a NaN margin")
+	}
+}

@@ -224,7 +224,9 @@ func margin(o Objective, slo time.Duration, t Trial) (m float64, ok bool) {
 	case o.Kind == MaxThroughput && t.P99 > 0 && slo > 0:
 		m = math.Log(float64(t.P99) / float64(slo))
 	}
-	m = math.Max(m, (t.ErrorRate-o.ErrorBudget)/math.Max(o.ErrorBudget, 0.01))
+	if t.ErrorRate >= 0 { // NaN: no error-rate information
+		m = math.Max(m, (t.ErrorRate-o.ErrorBudget)/math.Max(o.ErrorBudget, 0.01))
+	}
 	const edge = 0.05
 	feasible := t.Feasible && t.Outcome == Succeeded
 	if feasible && m > -edge {

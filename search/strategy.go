@@ -21,7 +21,8 @@ import (
 // trial's configuration (every outcome but Interrupted) or another
 // suggestion of the same call; fewer than N come back only when the space
 // has no other runnable configuration left. Implementations are safe for
-// concurrent use.
+// concurrent use. Re-measuring a configuration (to confirm a winner) is
+// not a strategy's job: the tuner's confirmation step does it.
 type Strategy interface {
 	// Name is the strategy's name as a study spells it (grid, random,
 	// hillclimb, bayes).
