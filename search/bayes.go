@@ -205,7 +205,7 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 		return nil, err
 	}
 	st := b.settings()
-	t := takenFrom(req.History)
+	t := takenFrom(req.Space, req.History)
 	obs := b.observe(req)
 
 	var out []Suggestion

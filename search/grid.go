@@ -23,7 +23,7 @@ func (*Grid) Suggest(ctx context.Context, req Request) ([]Suggestion, error) {
 		return nil, err
 	}
 	s := req.Space
-	pts, err := s.unseenRunnable(ctx, takenFrom(req.History), req.N)
+	pts, err := s.unseenRunnable(ctx, takenFrom(req.Space, req.History), req.N)
 	if err != nil {
 		return nil, err
 	}

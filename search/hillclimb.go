@@ -92,7 +92,7 @@ func (h *HillClimb) Suggest(ctx context.Context, req Request) ([]Suggestion, err
 	}
 	s := req.Space
 	radius, minInit, magnitude := h.settings(s.Dims())
-	t := takenFrom(req.History)
+	t := takenFrom(req.Space, req.History)
 	pts := h.measured(s, req)
 
 	var out []Suggestion
@@ -154,11 +154,12 @@ func (h *HillClimb) measured(s *Space, req Request) []climbPoint {
 		if !tr.Outcome.ran() || tr.Outcome == Invalid {
 			continue
 		}
-		idx, ok := s.indexOf(tr.Config)
+		c := s.canonical(tr.Config)
+		idx, ok := s.indexOf(c)
 		if !ok {
 			continue
 		}
-		p := climbPoint{idx: idx, key: tr.Config.Key(), order: i}
+		p := climbPoint{idx: idx, key: c.Key(), order: i}
 		m, _ := margin(req.Objective, s.rules.SLO, tr)
 		p.rank = -m - 10 // infeasible ranks below every feasible point
 		if tr.Outcome == Succeeded && tr.Feasible && tr.Measured && tr.Value > 0 {

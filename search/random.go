@@ -43,7 +43,7 @@ func (*Random) Suggest(ctx context.Context, req Request) ([]Suggestion, error) {
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	t := takenFrom(req.History)
+	t := takenFrom(req.Space, req.History)
 	pts, err := req.Space.halton(ctx, req.Seed, t, req.N)
 	if err != nil {
 		return nil, err

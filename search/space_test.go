@@ -382,3 +382,57 @@ func TestRunnableExcludesRuleBreakers(t *testing.T) {
 		t.Errorf("Runnable (-want +got):\n%s", diff)
 	}
 }
+
+func TestSnapAndCanonical(t *testing.T) {
+	s := mustSpace(t, configs.SpaceSpec{
+		{Name: MaxBatchSize, Min: i64(8), Max: i64(128), Scale: configs.ScalePow2},
+		{Name: BatchTimeoutMicros, Values: []int64{0, 5000, 15000, 30000}},
+	}, rules60)
+	tests := []struct {
+		name string
+		in   Config
+		want Config
+	}{
+		// Off-grid values go to the nearest on each parameter's metric
+		// (log for the batch: 50 is nearer 64 than 32).
+		{"nearest", cfg(MaxBatchSize, 50, BatchTimeoutMicros, 4000), cfg(MaxBatchSize, 64, BatchTimeoutMicros, 5000)},
+		// Beyond the ends: the ends. A timeout that breaks SLO/3 (here
+		// 30000 ≥ 20000) snaps to the nearest one that does not.
+		{"clamped and runnable", cfg(MaxBatchSize, 4096, BatchTimeoutMicros, 40000), cfg(MaxBatchSize, 128, BatchTimeoutMicros, 15000)},
+		// Missing parameters take their fixed value first (TF's default
+		// max_batch_size 1000 → 128).
+		{"missing", cfg(BatchTimeoutMicros, 0), cfg(MaxBatchSize, 128, BatchTimeoutMicros, 0)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, s.Snap(tc.in)); diff != "" {
+				t.Errorf("Snap (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// A stored configuration in another order is the same point.
+	swapped := cfg(BatchTimeoutMicros, 5000, MaxBatchSize, 16)
+	if got := s.canonical(swapped); !got.Equal(cfg(MaxBatchSize, 16, BatchTimeoutMicros, 5000)) {
+		t.Errorf("canonical = %v", got)
+	}
+	if len(s.Check(swapped)) != 0 {
+		t.Errorf("Check rejects a reordered configuration: %v", s.Check(swapped))
+	}
+	all, _ := s.Runnable(t.Context())
+	var hist []Trial
+	for _, c := range all {
+		if !c.Equal(cfg(MaxBatchSize, 16, BatchTimeoutMicros, 5000)) {
+			hist = append(hist, Trial{Config: c, Outcome: Succeeded})
+		}
+	}
+	hist = append(hist, Trial{Config: swapped, Outcome: Failed})
+	for _, st := range strategies() {
+		sugg, err := st.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sugg) != 0 {
+			t.Errorf("%s suggested %v, which ran (stored in another order)", st.Name(), sugg[0].Config)
+		}
+	}
+}

@@ -177,14 +177,42 @@ func checkRequest(req Request) error {
 // trials and the call's own picks.
 type taken map[string]bool
 
-func takenFrom(history []Trial) taken {
+func takenFrom(s *Space, history []Trial) taken {
 	t := taken{}
 	for _, tr := range history {
 		if tr.Outcome.finished() {
-			t[tr.Config.Key()] = true
+			t[s.canonical(tr.Config).Key()] = true
 		}
 	}
 	return t
+}
+
+// canonical returns c with its assignments in the space's declared order
+// when it names exactly the space's parameters (a stored configuration may
+// list them in another order), else c unchanged.
+func (s *Space) canonical(c Config) Config {
+	if len(c) != len(s.params) {
+		return c
+	}
+	inOrder := true
+	for i, a := range c {
+		if a.Name != s.params[i].Name {
+			inOrder = false
+			break
+		}
+	}
+	if inOrder {
+		return c
+	}
+	out := make(Config, len(c))
+	for _, a := range c {
+		i, ok := s.byName[a.Name]
+		if !ok || out[i].Name != "" {
+			return c
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // rngFor returns the generator for one call: seeded by the study's seed, the
