@@ -842,12 +842,12 @@ func (d *Daemon) Cancel(ctx context.Context, study string, run uint64) (*CancelR
 		return nil, fmt.Errorf("%w: %s", ErrUnknownStudy, study)
 	}
 	if j := d.running[study]; j != nil && (run == 0 || j.progress.Run == run || j.progress.Run == 0) {
-		if !j.cancelled {
-			j.cancelled = true
-			j.cancel()
-		}
+		j.cancelled = true
 		res := &CancelResult{Study: study, What: StateRunning, Job: j.id, Run: j.progress.Run}
 		d.mu.Unlock()
+		// Outside the lock: whatever the cancellation sets off in the
+		// tuner may report back through observe, which takes it.
+		j.cancel()
 		d.log.Info("run cancelled through the API", "study", study, "job", j.id, "run", res.Run)
 		return res, nil
 	}

@@ -175,8 +175,8 @@ func configKey(ps []store.Param) string {
 // is left resumable), two (the trial is aborted), and a last clean stop.
 // Each time no stand-in process is left and the store is intact; each
 // restart resumes the run: the aborted trial is redone, no finished trial
-// is redone, and the run finishes. batchtune status reads the API while
-// the daemon runs and the store once it is gone.
+// is redone, and the run finishes. SIGHUP reloads the studies. batchtune
+// status reads the API while the daemon runs and the store once it is gone.
 func TestSIGTERMDuringATrial(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the stand-in and the batchtune binary for a minute or two")
@@ -272,6 +272,18 @@ func TestSIGTERMDuringATrial(t *testing.T) {
 	p.waitFor("run 1 finished", func() bool {
 		r, _ := runTrials(t, db, "ranker", 1)
 		return r.State == store.RunFinished
+	})
+	// SIGHUP reloads the studies: a new on-demand study appears.
+	other := standInStudy("other", filepath.Join(bin, "tfs-emulator"), model, filepath.Join(dir, "other.config"), "", "min_duration: 1s")
+	if err := os.WriteFile(filepath.Join(studies, "other.yaml"), []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(syscall.SIGHUP)
+	p.waitFor("the reloaded study", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := daemon.NewClient(p.url, nil, "").Study(ctx, "other")
+		return err == nil && st.Schedule == nil && st.State == daemon.StateIdle
 	})
 	out, err := exec.Command(filepath.Join(bin, "batchtune"), "status", "--db", db).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "source: daemon API at "+p.url) || !strings.Contains(string(out), "ranker") {
