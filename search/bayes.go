@@ -21,15 +21,17 @@ import (
 // unhappy trial is dropped: each tells where not to go. All use Matérn 5/2
 // kernels with a lengthscale per dimension over the space's unit cube
 // (log-scaled where the parameter is), hyperparameters fitted by marginal
-// likelihood, and learned observation noise.
+// likelihood, and learned observation noise. A failed trial also enters
+// the objective model, at the lower quartile of the objectives measured:
+// it served nothing.
 //
 // The first Init trials are an initial design: TF Serving's defaults and the
-// seeds' recipe snapped into the space, then the points of the study's
-// Halton sequence farthest from everything tried. After that each
-// suggestion maximises constrained expected improvement: EI over the best
-// feasible posterior mean, times the probability of feasibility, times the
-// soft prior (intra × inter threads far above the core count) raised to a
-// power that fades as trials accumulate. Until a feasible trial exists it
+// seeds' recipe snapped into the space, then the next points of the study's
+// scrambled Halton sequence. After that each suggestion maximises
+// constrained expected improvement: EI over the best feasible posterior
+// mean, times the probability of feasibility, times the soft prior (intra ×
+// inter threads far above the core count) raised to a power that fades as
+// trials accumulate. Until a feasible trial exists it
 // maximises the probability of feasibility alone. Several suggestions at
 // once are made diverse by the kriging believer: each pick is added as a
 // fantasy observation at its predicted mean, which shrinks the uncertainty
@@ -129,7 +131,6 @@ type observations struct {
 	ly       []float64
 	failures int
 	feasX    [][]float64 // measured feasible trials (the incumbent's candidates)
-	ranX     [][]float64 // every trial that ran or is pending, for space filling
 	ran      int
 }
 
@@ -143,7 +144,6 @@ func (b *Bayes) observe(req Request) observations {
 		}
 		if tr.Outcome.ran() {
 			o.ran++
-			o.ranX = append(o.ranX, x)
 		}
 		if tr.Outcome.ran() && tr.Outcome != Invalid {
 			failed := 0.0
@@ -214,7 +214,7 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 		design = req.N // nothing to model yet
 	}
 	if design > 0 {
-		pts, err := b.design(ctx, req, t, obs.ranX, min(design, req.N))
+		pts, err := b.design(ctx, req, t, min(design, req.N))
 		if err != nil {
 			return nil, err
 		}
@@ -231,17 +231,11 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 }
 
 // design returns up to n initial-design points: defaults, recipe, then
-// maximin picks from the Halton sequence. It marks them in t.
-func (b *Bayes) design(ctx context.Context, req Request, t taken, tried [][]float64, n int) ([]Suggestion, error) {
+// the next unfinished points of the study's Halton sequence (already
+// spread evenly over every parameter's values). It marks them in t.
+func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Suggestion, error) {
 	s := req.Space
 	var out []Suggestion
-	tried = slices.Clone(tried)
-	add := func(c Config, why string) {
-		t[c.Key()] = true
-		x, _ := s.features(c)
-		tried = append(tried, x)
-		out = append(out, Suggestion{Config: c, Reason: why})
-	}
 	for _, a := range []struct {
 		c   Config
 		why string
@@ -251,31 +245,16 @@ func (b *Bayes) design(ctx context.Context, req Request, t taken, tried [][]floa
 		}
 		idx, ok := s.indexOf(a.c)
 		if ok && !t[a.c.Key()] && s.isRunnable(idx) {
-			add(a.c, a.why)
+			t[a.c.Key()] = true
+			out = append(out, Suggestion{Config: a.c, Reason: a.why})
 		}
 	}
-	for len(out) < n {
-		// The Halton pool is drawn without marking t, so each round sees
-		// the same sequence minus what was picked.
-		pool, err := s.halton(ctx, req.Seed, maps(t), 64)
-		if err != nil {
-			return nil, err
-		}
-		if len(pool) == 0 {
-			break
-		}
-		best, bestD := pool[0], -1.0
-		for _, idx := range pool {
-			x := s.featuresAt(idx)
-			d := math.Inf(1)
-			for _, y := range tried {
-				d = math.Min(d, sqDist(x, y))
-			}
-			if d > bestD {
-				best, bestD = idx, d
-			}
-		}
-		add(s.configAt(best), "space-filling")
+	pts, err := s.halton(ctx, req.Seed, t, n-len(out))
+	if err != nil {
+		return nil, err
+	}
+	for _, idx := range pts {
+		out = append(out, Suggestion{Config: s.configAt(idx), Reason: "space-filling"})
 	}
 	return out, nil
 }
