@@ -37,5 +37,7 @@ func (SystemClock) TimerAt(deadline time.Time) Timer {
 
 type sysTimer struct{ t *time.Timer }
 
+var _ Timer = sysTimer{}
+
 func (t sysTimer) C() <-chan time.Time { return t.t.C }
 func (t sysTimer) Stop() bool          { return t.t.Stop() }
