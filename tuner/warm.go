@@ -191,7 +191,11 @@ func (t *Tuner) challenge(ctx context.Context, run *store.Run, trials []store.Tr
 		dec.Message = "incumbent kept: the challenger did not meet the SLO in every confirmation repeat; " + health
 	case !conf.Baseline.Eligible():
 		dec.Accepted = true
-		dec.Message = fmt.Sprintf("changed: the incumbent breaks the SLO now and %s meets it at %s", w.Label, t.fmtObjective(w.Estimate.Mean))
+		why := "breaks the SLO now"
+		if len(conf.Baseline.Samples) == 0 {
+			why = "no longer runs (" + firstReason(conf.Baseline.Reasons) + ")"
+		}
+		dec.Message = fmt.Sprintf("changed: the incumbent %s and %s meets the SLO at %s", why, w.Label, t.fmtObjective(w.Estimate.Mean))
 	case conf.Gain != nil && conf.Gain.Bounded && conf.Gain.Low > sch.AcceptMargin:
 		dec.Accepted = true
 		dec.Message = fmt.Sprintf("changed: %s beats the incumbent by %+.1f%% (%.0f%% interval %+.1f%% to %+.1f%%), above the %s margin",

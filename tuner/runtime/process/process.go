@@ -141,6 +141,11 @@ func New(opts Options) (*Runtime, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = statedir.Default()
 	}
+	// The server runs in its trial directory, so the paths the runtime
+	// hands it must not be relative to batchtune's working directory.
+	if abs, err := filepath.Abs(opts.StateDir); err == nil {
+		opts.StateDir = abs
+	}
 	if opts.StopGrace == 0 {
 		opts.StopGrace = DefaultStopGrace
 	}
