@@ -1,0 +1,215 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/batchtune/batchtune/emulator/device"
+	"github.com/batchtune/batchtune/emulator/model"
+	"github.com/batchtune/batchtune/emulator/sched"
+	"github.com/batchtune/batchtune/emulator/tensor"
+)
+
+// HostOptions says what MeasureHost measures. Zero values take the
+// defaults named.
+type HostOptions struct {
+	// Rows are the batch sizes; default 1, 2, 4, ..., 512.
+	Rows []int
+	// Intra are the intra-op thread counts; default 1, 2, 4, 8.
+	Intra []int
+	// Contention are the numbers of simultaneous executions measured
+	// besides one (recorded as ContentionSamples); default 2 and 4. Empty
+	// after defaults only when set to []int{}.
+	Contention []int
+	// MinTime is how long each cell runs at least (default 300ms), and
+	// MinReps how many executions it takes at least (default 5).
+	MinTime time.Duration
+	MinReps int
+	// Logger receives a line per cell; nil discards.
+	Logger *slog.Logger
+}
+
+func (o *HostOptions) defaults() {
+	if o.Rows == nil {
+		for r := 1; r <= 512; r *= 2 {
+			o.Rows = append(o.Rows, r)
+		}
+	}
+	if o.Intra == nil {
+		o.Intra = []int{1, 2, 4, 8}
+	}
+	if o.Contention == nil {
+		o.Contention = []int{2, 4}
+	}
+	if o.MinTime == 0 {
+		o.MinTime = 300 * time.Millisecond
+	}
+	if o.MinReps == 0 {
+		o.MinReps = 5
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// MeasureHost measures the host work of d's batches by running its real
+// device model (emulator/device) on this machine: for each intra-op thread
+// count and batch size, executions one at a time (HostPoint: CPU time of
+// the whole process and wall time per execution) and, for Contention, k
+// at once on one shared runtime (ContentionSample). The accelerator's
+// device time is set to zero so only host work is timed; its preprocessing
+// (Main) is told apart from its projection (After) by measuring the model
+// again without preprocessing. The process should be otherwise idle: its
+// CPU time is read with getrusage. The result has Host and Contention
+// filled; the caller adds Serving and Noise.
+func MeasureHost(ctx context.Context, name string, d model.Description, o HostOptions) (*Calibration, error) {
+	o.defaults()
+	if _, ok := processCPU(); !ok {
+		return nil, fmt.Errorf("%w: this platform cannot read process CPU time", ErrCalibration)
+	}
+	cal := &Calibration{Format: CalibrationFormat, Model: name, Device: d.Device, Cores: runtime.GOMAXPROCS(0)}
+	build := func(intra, inter int, withPre bool) (device.Model, *device.Runtime, error) {
+		rt := device.NewRuntime(intra, inter, d.Host.Spin())
+		host := d.Host
+		switch d.Device {
+		case model.CPU:
+			if d.CPU == nil {
+				return nil, nil, fmt.Errorf("%w: model.cpu is required for a cpu model", ErrTrial)
+			}
+			return device.NewCPU(*d.CPU, host, d.Features(), d.Outputs(), rt, d.Seed), rt, nil
+		case model.Accelerator:
+			if d.Accelerator == nil {
+				return nil, nil, fmt.Errorf("%w: model.accelerator is required for an accelerator model", ErrTrial)
+			}
+			if !withPre {
+				host.PreprocessRounds = 0
+			}
+			// A device that takes no time: Run then costs only its host
+			// work. (Device time comes from the spec in a simulation.)
+			spec := *d.Accelerator
+			spec.LaunchUS, spec.ItemUS, spec.KneeItems, spec.Jitter, spec.ColdRuns = 0, 1e-9, 0, 0, 0
+			spec.MemoryMiB, spec.WeightsMiB, spec.ActivationKiBPerItem = 1<<30, 0, 1e-6
+			return device.NewAccelerator(spec, host, d.Features(), d.Outputs(), rt, sched.Real(), d.Seed), rt, nil
+		}
+		return nil, nil, fmt.Errorf("%w: model.device must be %s or %s, got %q", ErrTrial, model.Accelerator, model.CPU, d.Device)
+	}
+	measure := func(intra, k, rows int, withPre bool) (cell, error) {
+		m, rt, err := build(intra, k, withPre)
+		if err != nil {
+			return cell{}, err
+		}
+		defer rt.Close()
+		return runCell(ctx, m, k, rows, o.MinTime, o.MinReps)
+	}
+	for _, intra := range o.Intra {
+		curve := HostCurve{Intra: intra}
+		for _, rows := range o.Rows {
+			full, err := measure(intra, 1, rows, true)
+			if err != nil {
+				return nil, err
+			}
+			p := HostPoint{Rows: rows, MainCPUus: full.cpuUS, MainWallUS: full.wallUS, CV: full.cv}
+			if d.Device == model.Accelerator {
+				proj, err := measure(intra, 1, rows, false)
+				if err != nil {
+					return nil, err
+				}
+				p.AfterCPUus, p.AfterWallUS = proj.cpuUS, proj.wallUS
+				p.MainCPUus = math.Max(full.cpuUS-proj.cpuUS, 0)
+				p.MainWallUS = math.Max(full.wallUS-proj.wallUS, full.wallUS/100)
+			}
+			o.Logger.Info("host work", "intra", intra, "rows", rows, "main_cpu_us", p.MainCPUus, "main_wall_us", p.MainWallUS,
+				"after_cpu_us", p.AfterCPUus, "cv", p.CV, "reps", full.reps)
+			curve.Points = append(curve.Points, p)
+			for _, k := range o.Contention {
+				c, err := measure(intra, k, rows, true)
+				if err != nil {
+					return nil, err
+				}
+				cal.Contention = append(cal.Contention, ContentionSample{Intra: intra, Rows: rows, K: k, WallUS: c.wallUS, CPUus: c.cpuUS})
+				o.Logger.Info("contention", "intra", intra, "rows", rows, "k", k, "wall_us", c.wallUS, "cpu_us", c.cpuUS)
+			}
+		}
+		cal.Host = append(cal.Host, curve)
+	}
+	return cal, nil
+}
+
+// cell is one measured (model, k, rows) combination, per execution.
+type cell struct {
+	wallUS, cpuUS, cv float64
+	reps              int
+}
+
+// runCell runs k goroutines, each executing batches of rows back to back,
+// until minTime has passed and each has done minReps (after one unmeasured
+// execution each, outside the timing). Wall time is per execution as each
+// goroutine saw it (the median); CPU time is the process's over the
+// measured executions, divided by them.
+func runCell(ctx context.Context, m device.Model, k, rows int, minTime time.Duration, minReps int) (cell, error) {
+	rng := rand.New(rand.NewPCG(uint64(rows), uint64(k)))
+	x := tensor.Tensor{Shape: []int64{int64(rows), int64(m.Features())}, Values: make([]float32, rows*m.Features())}
+	for i := range x.Values {
+		x.Values[i] = float32(rng.NormFloat64())
+	}
+	for range k {
+		if _, err := m.Run(ctx, x); err != nil {
+			return cell{}, err
+		}
+	}
+	var (
+		mu    sync.Mutex
+		walls []float64
+		wg    sync.WaitGroup
+		errs  = make(chan error, k)
+	)
+	runtime.GC()
+	cpu0, _ := processCPU()
+	start := time.Now()
+	for range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []float64
+			for i := 0; i < minReps || time.Since(start) < minTime; i++ {
+				t0 := time.Now()
+				if _, err := m.Run(ctx, x); err != nil {
+					errs <- err
+					return
+				}
+				mine = append(mine, float64(time.Since(t0).Nanoseconds())/1e3)
+			}
+			mu.Lock()
+			walls = append(walls, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	cpu1, _ := processCPU()
+	close(errs)
+	if err := <-errs; err != nil {
+		return cell{}, err
+	}
+	n := len(walls)
+	slices.Sort(walls)
+	mean, sq := 0.0, 0.0
+	for _, w := range walls {
+		mean += w
+	}
+	mean /= float64(n)
+	for _, w := range walls {
+		sq += (w - mean) * (w - mean)
+	}
+	c := cell{wallUS: walls[n/2], cpuUS: float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(n), reps: n}
+	if n > 1 && mean > 0 {
+		c.cv = math.Sqrt(sq/float64(n-1)) / mean
+	}
+	return c, nil
+}
