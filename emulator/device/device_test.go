@@ -16,7 +16,7 @@ import (
 	"github.com/batchtune/batchtune/emulator/tensor"
 )
 
-var ranker = AcceleratorSpec{
+var gpu = AcceleratorSpec{
 	LaunchUS: 1000, ItemUS: 250, KneeItems: 16, Jitter: 0.03,
 	MemoryMiB: 16384, WeightsMiB: 6144, ActivationKiBPerItem: 6144,
 	ColdRuns: 1, ColdFactor: 8,
@@ -27,26 +27,26 @@ func TestAcceleratorCostCurve(t *testing.T) {
 	// and flatten towards 1/ItemUS; small batches cost nearly the same.
 	prev := 0.0
 	for _, rows := range []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512} {
-		d := ranker.WarmTime(rows)
+		d := gpu.WarmTime(rows)
 		tput := float64(rows) / d.Seconds()
 		if tput <= prev {
 			t.Errorf("throughput at %d rows = %.0f/s, not above %.0f/s at the previous size", rows, tput, prev)
 		}
-		if limit := 1e6 / ranker.ItemUS; tput >= limit {
+		if limit := 1e6 / gpu.ItemUS; tput >= limit {
 			t.Errorf("throughput at %d rows = %.0f/s, at or above the saturated limit %.0f/s", rows, tput, limit)
 		}
 		prev = tput
 	}
-	if r := float64(ranker.WarmTime(8)) / float64(ranker.WarmTime(1)); r > 1.2 {
+	if r := float64(gpu.WarmTime(8)) / float64(gpu.WarmTime(1)); r > 1.2 {
 		t.Errorf("8 rows cost %.2fx one row; below the knee a batch should be nearly free", r)
 	}
-	if r := float64(ranker.WarmTime(512)) / float64(ranker.WarmTime(256)); r < 1.9 {
+	if r := float64(gpu.WarmTime(512)) / float64(gpu.WarmTime(256)); r < 1.9 {
 		t.Errorf("512 rows cost %.2fx 256 rows; past the knee cost should be nearly linear", r)
 	}
 }
 
 func TestExecTime(t *testing.T) {
-	warm := ranker.WarmTime(32)
+	warm := gpu.WarmTime(32)
 	tests := []struct {
 		name  string
 		prior int
@@ -59,17 +59,17 @@ func TestExecTime(t *testing.T) {
 		{"jitter clamped", 1, 100, time.Duration(float64(warm) * 1.09)}, // at 3 sigma
 	}
 	for _, tt := range tests {
-		if got := ranker.ExecTime(32, tt.prior, tt.z); got != tt.want {
+		if got := gpu.ExecTime(32, tt.prior, tt.z); got != tt.want {
 			t.Errorf("%s: ExecTime = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
 
 func TestMemory(t *testing.T) {
-	if got := ranker.MaxRows(); got != 1706 {
+	if got := gpu.MaxRows(); got != 1706 {
 		t.Errorf("MaxRows = %d, want (16384-6144)/6 = 1706", got)
 	}
-	if ranker.MemoryBytes(1706) > int64(ranker.MemoryMiB*(1<<20)) || ranker.MemoryBytes(1707) <= int64(ranker.MemoryMiB*(1<<20)) {
+	if gpu.MemoryBytes(1706) > int64(gpu.MemoryMiB*(1<<20)) || gpu.MemoryBytes(1707) <= int64(gpu.MemoryMiB*(1<<20)) {
 		t.Errorf("MemoryBytes disagrees with MaxRows at the boundary")
 	}
 }
