@@ -48,6 +48,27 @@ type Calibration struct {
 	Serving ServingCosts `json:"serving"`
 	// Noise is the variation a simulated trial draws.
 	Noise Noise `json:"noise"`
+	// Scheduling is how the cores are shared between pieces of work.
+	Scheduling Scheduling `json:"scheduling"`
+}
+
+// Scheduling says how a simulation shares the cores.
+type Scheduling struct {
+	// Discipline is "ps" (processor sharing: every piece of work in
+	// progress gets an equal share, up to its parallelism) or "rr"
+	// (round robin: first come first served on the cores, each thread
+	// for at most QuantumUS before it queues again, as the Go runtime
+	// runs goroutines). Empty means "ps".
+	Discipline string  `json:"discipline,omitempty"`
+	QuantumUS  float64 `json:"quantum_us,omitempty"`
+}
+
+// processor returns the Processor the calibration's scheduling describes.
+func (c *Calibration) processor(clk *sched.Virtual) *Processor {
+	if c.Scheduling.Discipline == "rr" {
+		return NewRoundRobin(clk, c.Cores, us(c.Scheduling.QuantumUS))
+	}
+	return NewProcessor(clk, float64(c.Cores))
 }
 
 // HostCurve is the host work of a batch by rows at one intra-op thread
@@ -80,7 +101,7 @@ type ContentionSample struct {
 	Intra  int     `json:"intra"`
 	Rows   int     `json:"rows"`
 	K      int     `json:"k"`
-	WallUS float64 `json:"wall_us"` // per execution, as each thread saw it
+	WallUS float64 `json:"wall_us"` // per execution and thread: elapsed × K / executions
 	CPUus  float64 `json:"cpu_us"`  // core-time per execution
 }
 
@@ -175,6 +196,15 @@ func (c *Calibration) Validate() error {
 		if v.v < 0 || math.IsNaN(v.v) || math.IsInf(v.v, 0) {
 			ps.Add(v.name, "must be finite and non-negative, got %v", v.v)
 		}
+	}
+	switch c.Scheduling.Discipline {
+	case "", "ps":
+	case "rr":
+		if !(c.Scheduling.QuantumUS > 0) || math.IsInf(c.Scheduling.QuantumUS, 0) {
+			ps.Add("scheduling.quantum_us", "must be positive for round robin, got %v", c.Scheduling.QuantumUS)
+		}
+	default:
+		ps.Add("scheduling.discipline", "must be ps or rr, got %q", c.Scheduling.Discipline)
 	}
 	if c.Noise.RunSigma > 1 {
 		ps.Add("noise.run_sigma", "must be at most 1, got %v", c.Noise.RunSigma)
@@ -297,8 +327,8 @@ func LoadCalibration(path string) (*Calibration, error) {
 type ContentionCheck struct {
 	ContentionSample
 	// PredictedUS is the wall time per execution the Processor gives k
-	// executions started together, each with the host work measured
-	// alone at this batch size and intra-op count.
+	// executions started together, each with the host work (main, then
+	// after) measured alone at this batch size and intra-op count.
 	PredictedUS float64 `json:"predicted_us"`
 }
 
@@ -313,12 +343,14 @@ func (c *Calibration) CheckContention() []ContentionCheck {
 		if !ok {
 			continue
 		}
-		main, _ := h.hostWork(s.Rows)
+		main, after := h.hostWork(s.Rows)
 		clk := sched.NewVirtual(time.Unix(0, 0))
-		p := NewProcessor(clk, float64(c.Cores))
+		p := c.processor(clk)
 		var total time.Duration
 		for range s.K {
-			p.Run(main.cpu, main.par, func() { total += clk.Now().Sub(time.Unix(0, 0)) })
+			p.Run(main.cpu, main.par, func() {
+				p.Run(after.cpu, after.par, func() { total += clk.Now().Sub(time.Unix(0, 0)) })
+			})
 		}
 		clk.Run(0)
 		out = append(out, ContentionCheck{ContentionSample: s, PredictedUS: float64(total) / float64(s.K) / 1e3})

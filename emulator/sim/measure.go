@@ -150,9 +150,11 @@ type cell struct {
 
 // runCell runs k goroutines, each executing batches of rows back to back,
 // until minTime has passed and each has done minReps (after one unmeasured
-// execution each, outside the timing). Wall time is per execution as each
-// goroutine saw it (the median); CPU time is the process's over the
-// measured executions, divided by them.
+// execution each, outside the timing). Wall time is one execution's
+// median span when k is 1, and the elapsed time times k over the
+// executions otherwise (each thread's time per execution, waits
+// included); CPU time is the process's over the measured executions,
+// divided by them.
 func runCell(ctx context.Context, m device.Model, k, rows int, minTime time.Duration, minReps int) (cell, error) {
 	rng := rand.New(rand.NewPCG(uint64(rows), uint64(k)))
 	x := tensor.Tensor{Shape: []int64{int64(rows), int64(m.Features())}, Values: make([]float32, rows*m.Features())}
@@ -192,6 +194,7 @@ func runCell(ctx context.Context, m device.Model, k, rows int, minTime time.Dura
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
 	cpu1, _ := processCPU()
 	close(errs)
 	if err := <-errs; err != nil {
@@ -208,6 +211,13 @@ func runCell(ctx context.Context, m device.Model, k, rows int, minTime time.Dura
 		sq += (w - mean) * (w - mean)
 	}
 	c := cell{wallUS: walls[n/2], cpuUS: float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(n), reps: n}
+	if k > 1 {
+		// With several executions at once, one execution's own span says
+		// little (Go runs a short one to completion once it has a P, so
+		// the wait comes between executions): what each thread needs per
+		// execution is the elapsed time over its share of them.
+		c.wallUS = float64(elapsed.Nanoseconds()) / 1e3 * float64(k) / float64(n)
+	}
 	if n > 1 && mean > 0 {
 		c.cv = math.Sqrt(sq/float64(n-1)) / mean
 	}

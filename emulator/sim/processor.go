@@ -28,6 +28,7 @@ import (
 type Processor struct {
 	clk    *sched.Virtual
 	cores  float64
+	rr     *roundRobin // non-nil: round robin instead of processor sharing
 	groups []*capGroup // by cap, ascending
 	n      int         // jobs running
 	last   time.Time
@@ -66,6 +67,10 @@ func (p *Processor) Run(work time.Duration, par float64, done func()) {
 		p.clk.AfterFunc(0, done)
 		return
 	}
+	if p.rr != nil {
+		p.rr.run(work, par, done)
+		return
+	}
 	p.advance()
 	g := p.group(par)
 	var j *job
@@ -100,12 +105,113 @@ func (p *Processor) group(c float64) *capGroup {
 
 // Busy returns the core-time delivered so far.
 func (p *Processor) Busy() time.Duration {
+	if p.rr != nil {
+		return p.rr.busy
+	}
 	p.advance()
 	return time.Duration(p.busy)
 }
 
 // Running returns the number of jobs in progress.
-func (p *Processor) Running() int { return p.n }
+func (p *Processor) Running() int {
+	if p.rr != nil {
+		return p.rr.jobs
+	}
+	return p.n
+}
+
+// NewRoundRobin returns cores cores driven by clk that run work the way
+// the Go runtime runs goroutines on GOMAXPROCS threads: a job of
+// parallelism p is ceil(p) threads (at most the cores), threads wait in
+// one first-come first-served queue, and each runs on a core until it is
+// done or has run quantum, then goes to the back of the queue. Short work
+// therefore runs to completion once started, unlike processor sharing,
+// where every job in progress slows down as another arrives.
+func NewRoundRobin(clk *sched.Virtual, cores int, quantum time.Duration) *Processor {
+	p := &Processor{clk: clk, cores: float64(cores), last: clk.Now()}
+	p.rr = &roundRobin{clk: clk, cores: cores, quantum: quantum}
+	return p
+}
+
+// roundRobin is a Processor's state under NewRoundRobin.
+type roundRobin struct {
+	clk     *sched.Virtual
+	cores   int
+	quantum time.Duration
+	ready   []*rrThread // FIFO; ready[head:] are waiting
+	head    int
+	running int
+	jobs    int
+	busy    time.Duration
+}
+
+type rrThread struct {
+	left time.Duration
+	job  *rrJob
+}
+
+type rrJob struct {
+	threads int
+	done    func()
+}
+
+// run splits work of parallelism par into threads: one carries the
+// critical path (work/par, the time it takes alone on enough cores), the
+// others share the rest evenly.
+func (r *roundRobin) run(work time.Duration, par float64, done func()) {
+	n := min(int(math.Ceil(par-1e-9)), r.cores)
+	n = max(n, 1)
+	j := &rrJob{threads: n, done: done}
+	r.jobs++
+	if n == 1 {
+		r.ready = append(r.ready, &rrThread{left: work, job: j})
+	} else {
+		path := time.Duration(float64(work) / par)
+		rest := (work - path) / time.Duration(n-1)
+		r.ready = append(r.ready, &rrThread{left: path, job: j})
+		for range n - 1 {
+			r.ready = append(r.ready, &rrThread{left: max(rest, 1), job: j})
+		}
+	}
+	r.dispatch()
+}
+
+// dispatch starts waiting threads on free cores.
+func (r *roundRobin) dispatch() {
+	for r.running < r.cores && r.head < len(r.ready) {
+		t := r.ready[r.head]
+		r.ready[r.head] = nil
+		r.head++
+		if r.head > 1024 && r.head*2 > len(r.ready) {
+			r.ready = append(r.ready[:0], r.ready[r.head:]...)
+			r.head = 0
+		}
+		slice := t.left
+		if r.quantum > 0 {
+			slice = min(slice, r.quantum)
+		}
+		r.running++
+		r.busy += slice
+		r.clk.AfterFunc(slice, func() {
+			r.running--
+			t.left -= slice
+			if t.left > 0 {
+				r.ready = append(r.ready, t)
+				r.dispatch()
+				return
+			}
+			t.job.threads--
+			finished := t.job.threads == 0
+			if finished {
+				r.jobs--
+			}
+			r.dispatch()
+			if finished {
+				t.job.done()
+			}
+		})
+	}
+}
 
 // advance credits every group with the service since the last change.
 func (p *Processor) advance() {

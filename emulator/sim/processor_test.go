@@ -129,3 +129,62 @@ func TestGateOrder(t *testing.T) {
 		t.Errorf("free slots after every release: %d, want 2", g.free)
 	}
 }
+
+// TestRoundRobin checks the round-robin discipline against schedules
+// worked out by hand on two cores with a 4 ms quantum.
+func TestRoundRobin(t *testing.T) {
+	type job struct {
+		at   time.Duration
+		work time.Duration
+		par  float64
+	}
+	ms := time.Millisecond
+	tests := []struct {
+		name string
+		jobs []job
+		want []time.Duration
+	}{
+		// Short jobs run to completion in arrival order, two at a time:
+		// the third waits for the first core to free.
+		{"fifo", []job{{0, 1 * ms, 1}, {0, 2 * ms, 1}, {0, 1 * ms, 1}},
+			[]time.Duration{1 * ms, 2 * ms, 2 * ms}},
+		// A long job is cut into quanta: with a second long job and a
+		// short one, the short one waits only for the first quantum.
+		{"quantum", []job{{0, 10 * ms, 1}, {0, 10 * ms, 1}, {0, 1 * ms, 1}},
+			// A and B run 0-4 and queue again behind C. C and A run from 4:
+			// C ends at 5, B runs 5-9; A runs 4-8 and, a core being free,
+			// 8-10; B's last 2 ms run 9-11.
+			[]time.Duration{10 * ms, 11 * ms, 5 * ms}},
+		// A job of parallelism 2 runs as two threads: its critical path
+		// work/par on one core, the rest beside it.
+		{"parallel", []job{{0, 6 * ms, 2}}, []time.Duration{3 * ms}},
+		// Parallelism 1.5: 4 ms on the path, 2 ms beside it.
+		{"fractional", []job{{0, 6 * ms, 1.5}}, []time.Duration{4 * ms}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := sched.NewVirtual(t0)
+			p := NewRoundRobin(clk, 2, 4*ms)
+			got := make([]time.Duration, len(tt.jobs))
+			for i, j := range tt.jobs {
+				clk.AfterFunc(j.at, func() {
+					p.Run(j.work, j.par, func() { got[i] = clk.Now().Sub(t0) })
+				})
+			}
+			clk.Run(0)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("completion times (-want +got):\n%s", diff)
+			}
+			if p.Running() != 0 {
+				t.Errorf("%d jobs still running", p.Running())
+			}
+			var work time.Duration
+			for _, j := range tt.jobs {
+				work += j.work
+			}
+			if p.Busy() != work {
+				t.Errorf("busy %v for %v of work", p.Busy(), work)
+			}
+		})
+	}
+}

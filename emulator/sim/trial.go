@@ -235,7 +235,7 @@ func newSimulation(t Trial) (*simulation, *Result, error) {
 	start := time.Unix(0, 0)
 	clk := sched.NewVirtual(start)
 	s := &simulation{
-		t: t, cal: cal, clk: clk, cpu: NewProcessor(clk, float64(cores)),
+		t: t, cal: cal, clk: clk, cpu: cal.processor(clk),
 		inter: newGate(inter), grpc: newGate(grpcThreads), curve: curve, rng: rng,
 		speed: math.Exp(cal.Noise.RunSigma * rng.NormFloat64()),
 		start: start, from: start.Add(t.Warmup), end: start.Add(t.Warmup + t.Duration),
@@ -493,7 +493,7 @@ func (s *simulation) result() *Result {
 	if s.queuedN > 0 {
 		r.MeanQueue = s.queued / time.Duration(s.queuedN)
 	}
-	r.CPUUtil = float64(s.cpu.Busy()-s.busyFrom) / float64(d) / s.cpu.cores
+	r.CPUUtil = float64(s.cpu.Busy()-s.busyFrom) / float64(d) / float64(s.cal.Cores)
 	if s.t.Load.Rate > 0 {
 		r.OfferedRate = s.t.Load.Rate
 		r.SentRate = float64(s.sent) / d.Seconds()
