@@ -9,12 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/batchtune/batchtune/emulator/emulatortest"
 	"github.com/batchtune/batchtune/tfserving"
 )
 
@@ -22,38 +21,12 @@ import (
 // subprocess with a bundled model, the way the tuner runs a server. They
 // build the binary, so they are skipped with -short.
 
-var (
-	emuOnce sync.Once
-	emuBin  string
-	emuErr  error
-)
-
 func standInBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the stand-in; run without -short")
 	}
-	emuOnce.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		dir, err := os.MkdirTemp("", "probe-standin")
-		if err != nil {
-			emuErr = err
-			return
-		}
-		emuBin = filepath.Join(dir, "tfs-emulator")
-		cmd := exec.Command(goBin, "build", "-o", emuBin, "./cmd/tfs-emulator")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			emuErr = fmt.Errorf("building the stand-in: %v\n%s", err, out)
-		}
-	})
-	if emuErr != nil {
-		t.Fatal(emuErr)
-	}
-	return emuBin
+	return emulatortest.Emulator(t)
 }
 
 type standIn struct {
@@ -319,3 +292,5 @@ func TestStandInFailsToStart(t *testing.T) {
 		t.Errorf("stand-in log does not say why:\n%s", bad.log)
 	}
 }
+
+func TestMain(m *testing.M) { emulatortest.Main(m) }

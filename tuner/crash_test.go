@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchtune/batchtune/emulator/emulatortest"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/store/storetest"
 )
@@ -29,10 +30,7 @@ func TestCrashResume(t *testing.T) {
 	}
 	bin := binaries(t)
 	dir := t.TempDir()
-	model, err := filepath.Abs("../configs/models/ranker")
-	if err != nil {
-		t.Fatal(err)
-	}
+	model := emulatortest.Model(t, "ranker")
 	study := filepath.Join(dir, "study.yaml")
 	db := filepath.Join(dir, "batchtune.db")
 	stateDir := filepath.Join(dir, "state")
@@ -123,7 +121,7 @@ export: {path: %s/batching.config}
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		check(fmt.Sprintf("after kill %d", i))
-		if pids := serversOf(stateDir, 3*time.Second); len(pids) > 0 {
+		if pids := gone(stateDir, 3*time.Second); len(pids) > 0 {
 			t.Errorf("kill %d: trial servers %v outlived batchtune", i, pids)
 		}
 	}
@@ -164,29 +162,17 @@ export: {path: %s/batching.config}
 	if _, err := os.Stat(filepath.Join(dir, "batching.config")); err != nil {
 		t.Errorf("no export: %v", err)
 	}
-	if pids := serversOf(stateDir, 3*time.Second); len(pids) > 0 {
+	if pids := gone(stateDir, 3*time.Second); len(pids) > 0 {
 		t.Errorf("trial servers %v left after the study ended", pids)
 	}
 }
 
-// serversOf lists, after waiting up to wait for them to go, the processes
-// whose command line names stateDir: trial servers of that study.
-func serversOf(stateDir string, wait time.Duration) []int {
+// gone waits up to wait for the processes whose command line names
+// stateDir (trial servers of that study) to end, and returns those left.
+func gone(stateDir string, wait time.Duration) []int {
 	deadline := time.Now().Add(wait)
 	for {
-		var pids []int
-		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-		for _, p := range procs {
-			data, err := os.ReadFile(p)
-			if err != nil || !bytes.Contains(data, []byte(stateDir)) {
-				continue
-			}
-			var pid int
-			fmt.Sscanf(filepath.Base(filepath.Dir(p)), "%d", &pid)
-			if pid != os.Getpid() {
-				pids = append(pids, pid)
-			}
-		}
+		pids := emulatortest.ProcessesMentioning(stateDir)
 		if len(pids) == 0 || time.Now().After(deadline) {
 			return pids
 		}

@@ -7,19 +7,17 @@ package tuner_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/emulator/emulatortest"
 	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/store/storetest"
@@ -27,69 +25,13 @@ import (
 	"github.com/batchtune/batchtune/tuner/runtime/target"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+func TestMain(m *testing.M) { emulatortest.Main(m) }
 
 // binaries builds tfs-emulator and batchtune from this tree once per test
 // binary and returns the directory holding them.
 func binaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "batchtune-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "../cmd/tfs-emulator", "../cmd/batchtune")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildDir
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// modelCopy copies the bundled model name into a temp dir, letting edit
-// change its model.json, and returns the model's base path.
-func modelCopy(t *testing.T, name string, edit func(m map[string]any)) string {
-	t.Helper()
-	base := filepath.Join(t.TempDir(), name)
-	src := filepath.Join("..", "configs", "models", name)
-	if err := os.CopyFS(base, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		path := filepath.Join(base, "1", "model.json")
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatal(err)
-		}
-		edit(m)
-		if data, err = json.Marshal(m); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return base
+	return emulatortest.Binaries(t, "tfs-emulator", "batchtune")
 }
 
 // processStudy is a small study of the stand-in's ranker through the
@@ -143,7 +85,7 @@ func runStudy(t *testing.T, ctx context.Context, s *configs.Study, db *store.DB)
 
 func TestE2EConfigThatDoesNotFitFailsFastAndTheStudyGoesOn(t *testing.T) {
 	bin := binaries(t)
-	s := processStudy(t, bin+"/tfs-emulator", modelCopy(t, "ranker", nil), `  max_batch_size: {values: [2048, 16]}
+	s := processStudy(t, bin+"/tfs-emulator", emulatortest.ModelCopy(t, "ranker", nil), `  max_batch_size: {values: [2048, 16]}
   batch_timeout_micros: {values: [1000]}`, "search: {strategy: grid, trials: 2}\nconfirmation: {top_k: 1, repeats: 2}\n")
 	db := storetest.Open(t)
 	rep, err := runStudy(t, context.Background(), s, db)
@@ -181,7 +123,7 @@ func TestE2EServerCrashMidMeasurementIsAFailedTrial(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := processStudy(t, wrapper, modelCopy(t, "ranker", nil), `  max_batch_size: {values: [8, 16, 32]}`,
+	s := processStudy(t, wrapper, emulatortest.ModelCopy(t, "ranker", nil), `  max_batch_size: {values: [8, 16, 32]}`,
 		"search: {strategy: grid, trials: 3, max_failures: 2}\nconfirmation: {top_k: 1, repeats: 2}\n")
 	// A generous SLO, so that no early stop ends a measurement before the crash.
 	s.SLO.Latency = configs.Duration(3 * time.Second)
@@ -209,7 +151,7 @@ func TestE2EServerCrashMidMeasurementIsAFailedTrial(t *testing.T) {
 
 func TestE2EServerThatNeverBecomesReady(t *testing.T) {
 	bin := binaries(t)
-	slow := modelCopy(t, "ranker", func(m map[string]any) { m["load_time_ms"] = 600000 })
+	slow := emulatortest.ModelCopy(t, "ranker", func(m map[string]any) { m["load_time_ms"] = 600000 })
 	s := processStudy(t, bin+"/tfs-emulator", slow, `  max_batch_size: {values: [8]}`,
 		"search: {strategy: grid, trials: 1}\nconfirmation: {top_k: 1, repeats: 2}\n")
 	s.Target.StartTimeout = configs.Duration(3 * time.Second)
@@ -274,10 +216,7 @@ func TestE2EDockerFindsAClearlyBetterConfiguration(t *testing.T) {
 	if image == "" {
 		image = "localhost/tfs-emulator:dev"
 	}
-	abs, err := filepath.Abs("../configs/models/ranker")
-	if err != nil {
-		t.Fatal(err)
-	}
+	abs := emulatortest.Model(t, "ranker")
 	export := filepath.Join(t.TempDir(), "batching.config")
 	doc := fmt.Sprintf(`name: e2e-docker
 target:
@@ -350,7 +289,7 @@ export: {path: %s}
 // waits until it serves the model.
 func acceptsConfig(t *testing.T, binary, modelBase, path string) {
 	t.Helper()
-	port := freePort(t)
+	port := emulatortest.FreePort(t)
 	cmd := exec.Command(binary, fmt.Sprintf("--port=%d", port), "--model_name=ranker", "--model_base_path="+modelBase,
 		"--enable_batching", "--batching_parameters_file="+path, "--max_num_load_retries=0")
 	var out strings.Builder
@@ -367,16 +306,6 @@ func acceptsConfig(t *testing.T, binary, modelBase, path string) {
 	if err := probe.WaitReady(ctx, probe.Target{Addr: fmt.Sprintf("127.0.0.1:%d", port), Model: "ranker"}, 30*time.Second, nil); err != nil {
 		t.Errorf("the stand-in did not accept the exported %s: %v\n%s", path, err, out.String())
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func logTrials(t *testing.T, rep *tuner.Report) {

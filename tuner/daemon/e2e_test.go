@@ -7,12 +7,10 @@ package daemon_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,44 +18,20 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/emulator/emulatortest"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/store/storetest"
 	"github.com/batchtune/batchtune/tuner"
 	"github.com/batchtune/batchtune/tuner/daemon"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+func TestMain(m *testing.M) { emulatortest.Main(m) }
 
 // binaries builds tfs-emulator and batchtune from this tree once per test
 // binary and returns the directory holding them.
 func binaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "batchtune-daemon-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "../../cmd/tfs-emulator", "../../cmd/batchtune")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildDir
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
+	return emulatortest.Binaries(t, "tfs-emulator", "batchtune")
 }
 
 // standInModel copies the stand-in's ranker model into dir/model with
@@ -68,36 +42,16 @@ func TestMain(m *testing.M) {
 func standInModel(t *testing.T, dir string) string {
 	t.Helper()
 	base := filepath.Join(dir, "model")
-	if err := os.CopyFS(base, os.DirFS("../../configs/models/ranker")); err != nil {
+	if err := os.CopyFS(base, os.DirFS(emulatortest.Model(t, "ranker"))); err != nil {
 		t.Fatal(err)
 	}
-	editModel(t, base, func(m map[string]any) {
+	emulatortest.EditModel(t, base, func(m map[string]any) {
 		m["load_time_ms"] = 100
 		m["host"].(map[string]any)["preprocess_rounds"] = 1
 		a := m["accelerator"].(map[string]any)
 		a["launch_us"], a["item_us"], a["knee_items"], a["cold_runs"] = 10000, 1000, 16, 0
 	})
 	return base
-}
-
-func editModel(t *testing.T, base string, edit func(map[string]any)) {
-	t.Helper()
-	path := filepath.Join(base, "1", "model.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	edit(m)
-	if data, err = json.MarshalIndent(m, "", " "); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // standInStudy is a study of the stand-in's ranker at 16 requests in
@@ -161,22 +115,7 @@ func (c *countingRunner) Run(ctx context.Context, s *configs.Study, ro tuner.Run
 }
 
 // leftovers lists live processes whose command line mentions dir.
-func leftovers(dir string) []string {
-	var out []string
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range procs {
-		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), dir) {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join(p, "stat"))
-		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(strings.TrimSpace(string(stat[i+1:])), "Z") {
-			continue
-		}
-		out = append(out, filepath.Base(p)+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
-	}
-	return out
-}
+func leftovers(dir string) []int { return emulatortest.ProcessesMentioning(dir) }
 
 // TestScheduledRetuningOnStandIn: a study on a schedule of a few seconds.
 // The first run recommends and rolls out; two runs where nothing changed
@@ -222,7 +161,7 @@ func TestScheduledRetuningOnStandIn(t *testing.T) {
 			if n == 4 {
 				// A new model version: twice the per-row device time, and
 				// weights that leave room for 14 rows of activations.
-				editModel(t, model, func(m map[string]any) {
+				emulatortest.EditModel(t, model, func(m map[string]any) {
 					a := m["accelerator"].(map[string]any)
 					a["item_us"], a["weights_mib"] = 2000, 16300
 				})
@@ -379,6 +318,6 @@ func TestScheduledRetuningOnStandIn(t *testing.T) {
 		}
 	}
 	if left := leftovers(stateDir); len(left) > 0 {
-		t.Errorf("processes left behind: %q", left)
+		t.Errorf("processes left behind: %v", left)
 	}
 }

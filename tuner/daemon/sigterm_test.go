@@ -199,7 +199,7 @@ func TestSIGTERMDuringATrial(t *testing.T) {
 	afterStop := func(p *daemonProc, what string) {
 		t.Helper()
 		if left := leftovers(stateDir); len(left) > 0 {
-			t.Errorf("%s: stand-in processes left: %q", what, left)
+			t.Errorf("%s: stand-in processes left: %v", what, left)
 		}
 		if err := storetest.Check(db); err != nil {
 			t.Errorf("%s: store check: %v", what, err)
