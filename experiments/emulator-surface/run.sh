@@ -31,7 +31,7 @@ W=${W:-15s}
 REPS=${REPS:-5}
 SLO_MS=${SLO_MS:-50}
 MODEL=${MODEL:-ranker}
-SERVER_FLAGS=${SERVER_FLAGS:---grpc_max_threads=256}
+SERVER_FLAGS=${SERVER_FLAGS---grpc_max_threads=256}
 inputs_of() {
   case "$1" in
     ranker) echo "features:256:float" ;;
