@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/probe"
@@ -93,9 +94,11 @@ func Target(s *configs.Study, ep runtime.Endpoints) probe.Target {
 func (p *StudyProber) Trial(ctx context.Context, ep runtime.Endpoints, phase func(store.TrialState)) (*probe.Result, error) {
 	s := p.study
 	t := Target(s, ep)
+	began := time.Now()
 	if err := probe.WaitReady(ctx, t, s.Target.StartTimeout.D(), nil); err != nil {
 		return nil, err
 	}
+	ready := time.Now()
 	p.mu.Lock()
 	reqs := p.reqs
 	p.mu.Unlock()
@@ -126,13 +129,22 @@ func (p *StudyProber) Trial(ctx context.Context, ep runtime.Endpoints, phase fun
 	load := Load(s)
 	phase(store.TrialWarming)
 	w := s.Load.Warmup
-	if _, err := c.Warmup(ctx, load, &probe.WarmupOptions{
+	// Settling is judged on 100 ms buckets from 300 ms on, not the probe's
+	// 250 ms from 1 s: a warm server settles at once, and the warmup is
+	// paid on every trial. A server still settling keeps warming until
+	// three buckets agree or the study's max_duration.
+	wr, err := c.Warmup(ctx, load, &probe.WarmupOptions{
 		Requests:     int64(w.Requests),
 		UntilSettled: w.UntilSettled,
 		MaxDuration:  w.MaxDuration.D(),
-	}); err != nil {
+		MinDuration:  300 * time.Millisecond,
+		Bucket:       100 * time.Millisecond,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("warmup: %w", err)
 	}
+	p.log.Debug("server ready and warm", "ready", ready.Sub(began), "warmup", time.Since(ready),
+		"warmup_requests", wr.Requests, "warmup_stop", wr.StopReason, "warmup_run", wr.Duration)
 	phase(store.TrialMeasuring)
 	return c.Measure(ctx, load, &probe.MeasureOptions{
 		MinDuration: s.Load.MinDuration.D(),
