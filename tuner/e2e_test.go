@@ -236,13 +236,14 @@ load:
   min_duration: 3s
   max_duration: 8s
 slo:
-  latency: 50ms
+  latency: 100ms
 objective: max_throughput
 space:
-  max_batch_size: {min: 1, max: 128, scale: pow2}
-  batch_timeout_micros: {values: [0, 1000, 2000, 5000, 10000]}
-  num_batch_threads: {values: [1, 2, 4]}
+  max_batch_size: {min: 4, max: 64, scale: pow2}
+  batch_timeout_micros: {values: [0, 1000, 2000, 5000, 10000, 20000]}
+  num_batch_threads: {values: [1, 2]}
   max_enqueued_batches: {values: [4, 16, 64]}
+  grpc_max_threads: {values: [8, 64]}
 search: {strategy: bayes, trials: 16, seed: 7}
 confirmation: {top_k: 2, repeats: 3}
 export: {path: %s}
