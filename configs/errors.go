@@ -36,7 +36,11 @@ func (ps Problems) Err() error {
 	return ps
 }
 
-func (ps Problems) Error() string {
+func (ps Problems) Error() string { return listError(ps) }
+
+// listError renders one problem as its line, several as "N problems:" and
+// one indented line each.
+func listError[T fmt.Stringer](ps []T) string {
 	if len(ps) == 1 {
 		return ps[0].String()
 	}

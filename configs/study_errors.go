@@ -3,7 +3,6 @@ package configs
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,18 +50,7 @@ func (ps StudyProblems) Err() error {
 	return ps
 }
 
-func (ps StudyProblems) Error() string {
-	if len(ps) == 1 {
-		return ps[0].String()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems:", len(ps))
-	for _, p := range ps {
-		b.WriteString("\n  ")
-		b.WriteString(p.String())
-	}
-	return b.String()
-}
+func (ps StudyProblems) Error() string { return listError(ps) }
 
 // Is makes errors.Is(err, ErrInvalidStudy) true for every StudyProblems.
 func (ps StudyProblems) Is(target error) bool { return target == ErrInvalidStudy }
