@@ -98,6 +98,9 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 			err = errors.Join(err, fmt.Errorf("runtime restore: %w", rerr))
 		}
 	}()
+	if err := t.productionBaseline(ctx); err != nil {
+		return nil, err
+	}
 
 	t.drain = ro.Drain
 	var inc *store.Recommendation

@@ -8,12 +8,15 @@ import (
 	"log/slog"
 	goruntime "runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
+	"github.com/batchtune/batchtune/tfserving"
 	"github.com/batchtune/batchtune/tuner/runtime"
+	"github.com/batchtune/batchtune/tuner/runtime/docker"
 )
 
 // Stages of a run, as events and trials name them.
@@ -253,29 +256,77 @@ func configOf(ps []store.Param) search.Config {
 
 // baselineOf is the configuration the winner is compared with: the study's
 // production batching.config, or TF Serving's defaults (an empty file).
+// Run replaces it with what a tuned-in-place container runs today when the
+// study names none (productionBaseline).
 func baselineOf(s *configs.Study, cores int) (reference, error) {
-	ref := reference{label: "tf-defaults"}
 	p, err := configs.DecodeBatching(nil)
 	if err != nil {
-		return ref, err
+		return reference{}, err
 	}
+	label := "tf-defaults"
 	if path := s.Confirmation.Baseline; path != "" {
 		if p, err = configs.LoadBatching(path); err != nil {
-			return ref, fmt.Errorf("confirmation.baseline: %w", err)
+			return reference{}, fmt.Errorf("confirmation.baseline: %w", err)
 		}
-		ref.label = path
+		label = path
 	}
-	ref.launch = runtime.Config{Batching: configs.EncodeBatching(p)}
+	return newReference(label, p, 0, 0, cores), nil
+}
+
+func newReference(label string, p *tfserving.BatchingParameters, intra, inter, cores int) reference {
 	b := configs.Resolve(p, cores)
-	ref.params = []store.Param{
-		{Name: search.MaxBatchSize, Value: b.MaxBatchSize},
-		{Name: search.BatchTimeoutMicros, Value: b.BatchTimeoutMicros},
-		{Name: search.NumBatchThreads, Value: b.NumBatchThreads},
-		{Name: search.MaxEnqueuedBatches, Value: b.MaxEnqueuedBatches},
-		{Name: search.IntraOpParallelism, Value: 0},
-		{Name: search.InterOpParallelism, Value: 0},
+	return reference{
+		label:  label,
+		launch: runtime.Config{Batching: configs.EncodeBatching(p), IntraOpParallelism: intra, InterOpParallelism: inter},
+		params: []store.Param{
+			{Name: search.MaxBatchSize, Value: b.MaxBatchSize},
+			{Name: search.BatchTimeoutMicros, Value: b.BatchTimeoutMicros},
+			{Name: search.NumBatchThreads, Value: b.NumBatchThreads},
+			{Name: search.MaxEnqueuedBatches, Value: b.MaxEnqueuedBatches},
+			{Name: search.IntraOpParallelism, Value: int64(intra)},
+			{Name: search.InterOpParallelism, Value: int64(inter)},
+		},
 	}
-	return ref, nil
+}
+
+// ProductionReader is implemented by runtimes that tune a user's server in
+// place and can read what it runs with today (the docker runtime with an
+// existing container).
+type ProductionReader interface {
+	Production(ctx context.Context) (docker.Production, error)
+}
+
+// productionBaseline makes the baseline the configuration the user's
+// server runs with today, when the runtime can read it and the study names
+// no baseline file: that, not TF's defaults, is what a change is measured
+// against.
+func (t *Tuner) productionBaseline(ctx context.Context) error {
+	pr, ok := t.rt.(ProductionReader)
+	if !ok || t.study.Confirmation.Baseline != "" || t.study.Target.Docker.Container == "" {
+		return nil
+	}
+	prod, err := pr.Production(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the production configuration: %w", err)
+	}
+	p, err := configs.DecodeBatching(prod.Batching)
+	if err != nil {
+		return fmt.Errorf("production batching.config %s: %w", prod.BatchingPath, err)
+	}
+	intra, inter := 0, 0
+	for _, a := range prod.Args {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		n, err := strconv.Atoi(value)
+		switch {
+		case err != nil:
+		case name == search.IntraOpParallelism:
+			intra = n
+		case name == search.InterOpParallelism:
+			inter = n
+		}
+	}
+	t.baseline = newReference("production ("+t.study.Target.Docker.Container+")", p, intra, inter, t.cores)
+	return nil
 }
 
 // history turns stored trials into the strategy's history.

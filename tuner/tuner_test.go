@@ -15,6 +15,7 @@ import (
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/store/storetest"
 	"github.com/batchtune/batchtune/tuner/runtime"
+	"github.com/batchtune/batchtune/tuner/runtime/docker"
 )
 
 func newTestTuner(t *testing.T, s *configs.Study, db *store.DB, rt *fakeRuntime, p *fakeProber, observe func(Event)) *Tuner {
@@ -390,5 +391,58 @@ func TestGainOverAProductionBaseline(t *testing.T) {
 	}
 	if rep.Recommendation.Baseline != "baseline ("+base+")" || rep.Recommendation.GainLow != g.Low {
 		t.Errorf("recommendation %+v does not carry the gain and baseline", rep.Recommendation)
+	}
+}
+
+// prodRuntime is a fakeRuntime tuning a user's container in place, which
+// can say what that container runs with.
+type prodRuntime struct {
+	fakeRuntime
+	prod docker.Production
+}
+
+func (r *prodRuntime) Production(context.Context) (docker.Production, error) { return r.prod, nil }
+
+func TestBaselineIsWhatProductionRuns(t *testing.T) {
+	s := testStudy(t, "")
+	s.Target.Runtime = configs.RuntimeDocker
+	s.Target.Docker = configs.DockerTarget{Container: "ranker-prod"}
+	db := storetest.Open(t)
+	rt := &prodRuntime{prod: docker.Production{
+		Args:         []string{"--port=8500", "--enable_batching", "--batching_parameters_file=/etc/tfs/batching.config", "--tensorflow_intra_op_parallelism=3"},
+		Batching:     []byte("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 500 }\n"),
+		BatchingPath: "/etc/tfs/batching.config",
+	}}
+	tu, err := New(s, db, rt, &fakeProber{rt: &rt.fakeRuntime, surface: testSurface}, &Options{Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := tu.Run(context.Background(), RunOptions{Budget: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := rep.Confirmation.Baseline
+	if base.Label != "baseline (production (ranker-prod))" {
+		t.Errorf("baseline label %q", base.Label)
+	}
+	want := map[string]int64{"max_batch_size": 8, "batch_timeout_micros": 500, "tensorflow_intra_op_parallelism": 3}
+	for _, p := range base.Config {
+		if v, ok := want[p.Name]; ok && v != p.Value {
+			t.Errorf("baseline %s = %d, want %d", p.Name, p.Value, v)
+		}
+	}
+	// The baseline's trials ran production's batching.config and threads.
+	var ran int
+	for _, l := range rt.launches() {
+		if string(l.Batching) == "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 500 }\n" && l.IntraOpParallelism == 3 {
+			ran++
+		}
+	}
+	if ran != s.Confirmation.Repeats {
+		t.Errorf("production's configuration ran %d times, want %d", ran, s.Confirmation.Repeats)
+	}
+	// The surface makes (8, 500) feasible: a gain over it is stated.
+	if rep.Confirmation.Gain == nil {
+		t.Errorf("no gain over a feasible production baseline: %s", rep.Confirmation.Note)
 	}
 }
