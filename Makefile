@@ -22,11 +22,12 @@ demo: build
 
 # Every test, with the container engine required: .ci/engine-up installs
 # (as root) and starts podman's Docker-compatible API when none answers,
-# and the docker runtime's tests fail instead of skipping without it.
+# and the docker runtime's tests fail instead of skipping without it (as
+# do the tests of other tools .ci/run installs: BATCHTUNE_REQUIRE_TOOLS).
 # Packages run one at a time (-p 1): many tests measure a real server on
 # this machine, and two such packages at once on 2 cores disturb each other.
 test: build image
-	BATCHTUNE_ENGINE=required DOCKER_HOST=$$(.ci/engine-up) $(GO) test -p 1 -count=1 -timeout 80m $(PKGS)
+	BATCHTUNE_ENGINE=required BATCHTUNE_REQUIRE_TOOLS=1 DOCKER_HOST=$$(.ci/engine-up) $(GO) test -p 1 -count=1 -timeout 80m $(PKGS)
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
