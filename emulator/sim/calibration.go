@@ -242,9 +242,13 @@ type work struct {
 // hostWork is the host work of a batch of rows at intra threads: main and
 // after (the accelerator's projection). Between measured batch sizes it
 // interpolates linearly; beyond the largest it extrapolates from the last
-// two (host work grows linearly with rows once the pool is busy).
+// two (host work grows linearly with rows once the pool is busy). With
+// more than one intra-op thread, main's parallelism is the envelope's.
 func (h *HostCurve) hostWork(rows int) (main, after work) {
 	pts := h.Points
+	if h.Intra > 1 {
+		pts = h.envelope()
+	}
 	at := func(f func(HostPoint) float64) float64 {
 		if len(pts) == 1 {
 			return f(pts[0]) * float64(rows) / float64(pts[0].Rows)
@@ -272,6 +276,29 @@ func (h *HostCurve) hostWork(rows int) (main, after work) {
 	main = mk(at(func(p HostPoint) float64 { return p.MainCPUus }), at(func(p HostPoint) float64 { return p.MainWallUS }))
 	after = mk(at(func(p HostPoint) float64 { return p.AfterCPUus }), at(func(p HostPoint) float64 { return p.AfterWallUS }))
 	return main, after
+}
+
+// envelope returns the curve with each point's main wall time lowered to
+// its CPU time over the best parallelism measured at its size or below.
+// Another process that held a core through a measurement shows as lost
+// parallelism; parallel efficiency does not fall as a batch grows (its
+// shards only get bigger), so the best seen at a smaller size is the
+// better estimate. The recorded figures stay as measured.
+func (h *HostCurve) envelope() []HostPoint {
+	out := slices.Clone(h.Points)
+	best := 0.0
+	for i := range out {
+		p := &out[i]
+		if p.MainWallUS <= 0 {
+			continue
+		}
+		par := p.MainCPUus / p.MainWallUS
+		if par < best {
+			p.MainWallUS = p.MainCPUus / best
+		}
+		best = math.Max(best, par)
+	}
+	return out
 }
 
 // Encode writes c as indented JSON.

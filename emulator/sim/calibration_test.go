@@ -90,6 +90,36 @@ func TestHostWork(t *testing.T) {
 	}
 }
 
+// TestEnvelope checks that a measurement that lost parallelism to
+// another process takes the best parallelism seen at a smaller size, and
+// that one thread's curve is left as measured.
+func TestEnvelope(t *testing.T) {
+	h := HostCurve{Intra: 2, Points: []HostPoint{
+		{Rows: 1, MainCPUus: 100, MainWallUS: 80},     // parallelism 1.25
+		{Rows: 8, MainCPUus: 800, MainWallUS: 500},    // 1.6
+		{Rows: 16, MainCPUus: 1600, MainWallUS: 1600}, // disturbed: 1.0
+		{Rows: 32, MainCPUus: 3200, MainWallUS: 1700}, // 1.88
+	}}
+	var got []float64
+	for _, p := range h.envelope() {
+		got = append(got, p.MainCPUus/p.MainWallUS)
+	}
+	if diff := cmp.Diff([]float64{1.25, 1.6, 1.6, 3200.0 / 1700}, got); diff != "" {
+		t.Errorf("parallelism (-want +got):\n%s", diff)
+	}
+	if h.Points[2].MainWallUS != 1600 {
+		t.Errorf("the recorded point was changed: %+v", h.Points[2])
+	}
+	main, _ := h.hostWork(16)
+	if main.par != 1.6 {
+		t.Errorf("parallelism at 16 rows %v, want the envelope's 1.6", main.par)
+	}
+	h.Intra = 1
+	if main, _ := h.hostWork(16); main.par != 1 {
+		t.Errorf("one intra-op thread: parallelism %v, want as measured (1)", main.par)
+	}
+}
+
 // TestMeasureHost measures the bundled models' real device code briefly
 // and checks the figures are sane: positive, growing with the batch, no
 // more parallel than the cores, and for the accelerator a projection
