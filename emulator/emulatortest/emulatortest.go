@@ -33,12 +33,19 @@ var (
 // Main runs the package's tests and then removes what Binaries built.
 func Main(m *testing.M) {
 	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}
+
+// Cleanup removes what Binaries built; for a TestMain that does more than
+// Main.
+func Cleanup() {
 	mu.Lock()
+	defer mu.Unlock()
 	if binDir != "" {
 		os.RemoveAll(binDir)
+		binDir, built = "", map[string]error{}
 	}
-	mu.Unlock()
-	os.Exit(code)
 }
 
 // RepoRoot is the directory holding the module's go.mod.

@@ -2,11 +2,10 @@ package process_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/batchtune/batchtune/emulator/emulatortest"
 	"github.com/batchtune/batchtune/tuner/runtime"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/testenv"
 	"github.com/batchtune/batchtune/tuner/runtime/process"
@@ -24,10 +23,7 @@ func BenchmarkRestart(b *testing.B) {
 	})
 	b.Run("server=stand-in", func(b *testing.B) {
 		root := testenv.RepoRoot(b)
-		bin := filepath.Join(root, "bin", "tfs-emulator")
-		if _, err := os.Stat(bin); err != nil {
-			testenv.Unavailable(b, "stand-in binary %s: %v (run make build)", bin, err)
-		}
+		bin := emulatortest.Emulator(b)
 		si := testenv.StandIn(b, root)
 		rt, err := process.New(process.Options{Binary: bin, ModelName: si.Model, ModelBasePath: si.HostModelPath, StateDir: b.TempDir(), StopGrace: 2 * time.Second})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/batchtune/batchtune/emulator/emulatortest"
 	"github.com/batchtune/batchtune/tuner/runtime"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/testenv"
 	"github.com/batchtune/batchtune/tuner/runtime/process"
@@ -27,6 +28,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	testenv.CleanupFake()
+	emulatortest.Cleanup()
 	os.Exit(code)
 }
 
@@ -76,16 +78,13 @@ func TestConformanceFake(t *testing.T) {
 }
 
 // TestConformanceStandIn runs the suite over the process runtime with the
-// project's TF Serving stand-in, bin/tfs-emulator (make build).
+// project's TF Serving stand-in, built from this tree.
 func TestConformanceStandIn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the stand-in suite runs without -short; the fake server's covers the mechanics")
 	}
 	root := testenv.RepoRoot(t)
-	bin := filepath.Join(root, "bin", "tfs-emulator")
-	if _, err := os.Stat(bin); err != nil {
-		testenv.Unavailable(t, "stand-in binary %s: %v (run make build)", bin, err)
-	}
+	bin := emulatortest.Emulator(t) // built from this tree, never a stale bin/
 	si := testenv.StandIn(t, root)
 	runtimetest.Run(t, runtimetest.Harness{
 		New: func(t *testing.T, dir string) runtime.Runtime {
