@@ -239,66 +239,64 @@ type work struct {
 	par float64
 }
 
-// hostWork is the host work of a batch of rows at intra threads: main and
-// after (the accelerator's projection). Between measured batch sizes it
+// hostWork is the host work of a batch of rows at intra threads on cores
+// cores: main and after (the accelerator's projection), each as core-time
+// and the parallelism it reaches. Between measured batch sizes it
 // interpolates linearly; beyond the largest it extrapolates from the last
-// two (host work grows linearly with rows once the pool is busy). With
-// more than one intra-op thread, main's parallelism is the envelope's.
-func (h *HostCurve) hostWork(rows int) (main, after work) {
+// two (host work grows linearly with rows once the pool is busy).
+//
+// Main's parallelism is that of the whole execution as measured, CPU over
+// wall of main and after together (the accelerator's main is measured as
+// a difference of two runs, whose wall times are too small at a few rows
+// to divide), between 1 and min(intra, cores); with more than one
+// intra-op thread it is the running maximum over batch sizes (parallelism
+// envelope): another process that held a core through a measurement shows
+// as lost parallelism, and parallel efficiency does not fall as a batch
+// grows (its shards only get bigger), so the best seen at a smaller size
+// is the better estimate. The recorded figures stay as measured.
+func (h *HostCurve) hostWork(rows, cores int) (main, after work) {
 	pts := h.Points
-	if h.Intra > 1 {
-		pts = h.envelope()
+	limit := float64(max(1, min(h.Intra, cores)))
+	pars := make([]float64, len(pts))
+	best := 1.0
+	for i, p := range pts {
+		par := 1.0
+		if wall := p.MainWallUS + p.AfterWallUS; wall > 0 {
+			par = (p.MainCPUus + p.AfterCPUus) / wall
+		}
+		par = math.Min(math.Max(par, 1), limit)
+		if h.Intra > 1 {
+			best = math.Max(best, par)
+			par = best
+		}
+		pars[i] = par
 	}
-	at := func(f func(HostPoint) float64) float64 {
+	at := func(f func(i int) float64) float64 {
 		if len(pts) == 1 {
-			return f(pts[0]) * float64(rows) / float64(pts[0].Rows)
+			return f(0) * float64(rows) / float64(pts[0].Rows)
 		}
 		i, _ := slices.BinarySearchFunc(pts, rows, func(p HostPoint, r int) int { return p.Rows - r })
 		switch {
 		case i < len(pts) && pts[i].Rows == rows:
-			return f(pts[i])
+			return f(i)
 		case i == 0:
-			return f(pts[0]) // below the smallest size: a batch costs at least one row's worth
+			return f(0) // below the smallest size: a batch costs at least one row's worth
 		case i == len(pts):
 			i = len(pts) - 1
 		}
 		a, b := pts[i-1], pts[i]
 		t := float64(rows-a.Rows) / float64(b.Rows-a.Rows)
-		return math.Max(0, f(a)+t*(f(b)-f(a)))
+		return math.Max(0, f(i-1)+t*(f(i)-f(i-1)))
 	}
-	mk := func(cpu, wall float64) work {
-		w := work{cpu: time.Duration(cpu * float64(time.Microsecond)), par: 1}
-		if wall > 0 && cpu > wall {
-			w.par = cpu / wall
-		}
-		return w
+	d := func(v float64) time.Duration { return time.Duration(v * float64(time.Microsecond)) }
+	main = work{cpu: d(at(func(i int) float64 { return pts[i].MainCPUus })), par: 1}
+	if len(pts) == 1 {
+		main.par = pars[0]
+	} else {
+		main.par = math.Min(math.Max(at(func(i int) float64 { return pars[i] }), 1), limit)
 	}
-	main = mk(at(func(p HostPoint) float64 { return p.MainCPUus }), at(func(p HostPoint) float64 { return p.MainWallUS }))
-	after = mk(at(func(p HostPoint) float64 { return p.AfterCPUus }), at(func(p HostPoint) float64 { return p.AfterWallUS }))
+	after = work{cpu: d(at(func(i int) float64 { return pts[i].AfterCPUus })), par: 1}
 	return main, after
-}
-
-// envelope returns the curve with each point's main wall time lowered to
-// its CPU time over the best parallelism measured at its size or below.
-// Another process that held a core through a measurement shows as lost
-// parallelism; parallel efficiency does not fall as a batch grows (its
-// shards only get bigger), so the best seen at a smaller size is the
-// better estimate. The recorded figures stay as measured.
-func (h *HostCurve) envelope() []HostPoint {
-	out := slices.Clone(h.Points)
-	best := 0.0
-	for i := range out {
-		p := &out[i]
-		if p.MainWallUS <= 0 {
-			continue
-		}
-		par := p.MainCPUus / p.MainWallUS
-		if par < best {
-			p.MainWallUS = p.MainCPUus / best
-		}
-		best = math.Max(best, par)
-	}
-	return out
 }
 
 // Encode writes c as indented JSON.
@@ -370,7 +368,7 @@ func (c *Calibration) CheckContention() []ContentionCheck {
 		if !ok {
 			continue
 		}
-		main, after := h.hostWork(s.Rows)
+		main, after := h.hostWork(s.Rows, c.Cores)
 		clk := sched.NewVirtual(time.Unix(0, 0))
 		p := c.processor(clk)
 		var total time.Duration

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -62,61 +63,45 @@ func TestCalibrationProblems(t *testing.T) {
 // TestHostWork checks the interpolation between measured batch sizes and
 // the parallelism read from CPU over wall time.
 func TestHostWork(t *testing.T) {
-	h := HostCurve{Intra: 2, Points: []HostPoint{
+	h := HostCurve{Intra: 4, Points: []HostPoint{
 		{Rows: 1, MainCPUus: 100, MainWallUS: 100},
-		{Rows: 8, MainCPUus: 800, MainWallUS: 500, AfterCPUus: 10, AfterWallUS: 10},
-		{Rows: 16, MainCPUus: 1600, MainWallUS: 900, AfterCPUus: 20, AfterWallUS: 20},
+		{Rows: 8, MainCPUus: 790, MainWallUS: 490, AfterCPUus: 10, AfterWallUS: 10},
+		{Rows: 16, MainCPUus: 1580, MainWallUS: 880, AfterCPUus: 20, AfterWallUS: 20},
+		{Rows: 32, MainCPUus: 3160, MainWallUS: 3180, AfterCPUus: 40, AfterWallUS: 20},
 	}}
 	us := func(v float64) time.Duration { return time.Duration(v * float64(time.Microsecond)) }
 	tests := []struct {
-		rows        int
+		name        string
+		rows, cores int
 		main, after work
 	}{
-		// A measured size is taken as measured; its parallelism is
-		// CPU/wall.
-		{8, work{us(800), 1.6}, work{us(10), 1}},
-		// Halfway between 8 and 16: halfway between their figures.
-		{12, work{us(1200), 1200.0 / 700}, work{us(15), 1}},
+		// A measured size is taken as measured; its parallelism is that of
+		// the whole execution, (790+10)/(490+10).
+		{"measured", 8, 2, work{us(790), 1.6}, work{us(10), 1}},
+		// Halfway between 8 and 16: halfway between their figures
+		// (parallelism 1.6 and 1600/900).
+		{"between", 12, 2, work{us(1185), (1.6 + 1600.0/900) / 2}, work{us(15), 1}},
+		// A size whose parallelism fell (another process held a core)
+		// keeps the best seen below it.
+		{"envelope", 32, 2, work{us(3160), 1600.0 / 900}, work{us(40), 1}},
 		// Beyond the largest size: the last segment extended.
-		{24, work{us(2400), 2400.0 / 1300}, work{us(30), 1}},
-		// Parallelism never goes below one thread.
-		{1, work{us(100), 1}, work{0, 1}},
+		{"beyond", 48, 2, work{us(4740), 1600.0 / 900}, work{us(60), 1}},
+		// Parallelism never exceeds the cores.
+		{"one core", 16, 1, work{us(1580), 1}, work{us(20), 1}},
 	}
 	for _, tt := range tests {
-		main, after := h.hostWork(tt.rows)
-		if diff := cmp.Diff([]work{tt.main, tt.after}, []work{main, after}, cmp.AllowUnexported(work{}), cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })); diff != "" {
-			t.Errorf("rows %d (-want +got):\n%s", tt.rows, diff)
+		main, after := h.hostWork(tt.rows, tt.cores)
+		if diff := cmp.Diff([]work{tt.main, tt.after}, []work{main, after}, cmp.AllowUnexported(work{}), cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })); diff != "" {
+			t.Errorf("%s: rows %d (-want +got):\n%s", tt.name, tt.rows, diff)
 		}
 	}
-}
-
-// TestEnvelope checks that a measurement that lost parallelism to
-// another process takes the best parallelism seen at a smaller size, and
-// that one thread's curve is left as measured.
-func TestEnvelope(t *testing.T) {
-	h := HostCurve{Intra: 2, Points: []HostPoint{
-		{Rows: 1, MainCPUus: 100, MainWallUS: 80},     // parallelism 1.25
-		{Rows: 8, MainCPUus: 800, MainWallUS: 500},    // 1.6
-		{Rows: 16, MainCPUus: 1600, MainWallUS: 1600}, // disturbed: 1.0
-		{Rows: 32, MainCPUus: 3200, MainWallUS: 1700}, // 1.88
-	}}
-	var got []float64
-	for _, p := range h.envelope() {
-		got = append(got, p.MainCPUus/p.MainWallUS)
+	if h.Points[3].MainWallUS != 3180 {
+		t.Errorf("the recorded point was changed: %+v", h.Points[3])
 	}
-	if diff := cmp.Diff([]float64{1.25, 1.6, 1.6, 3200.0 / 1700}, got); diff != "" {
-		t.Errorf("parallelism (-want +got):\n%s", diff)
-	}
-	if h.Points[2].MainWallUS != 1600 {
-		t.Errorf("the recorded point was changed: %+v", h.Points[2])
-	}
-	main, _ := h.hostWork(16)
-	if main.par != 1.6 {
-		t.Errorf("parallelism at 16 rows %v, want the envelope's 1.6", main.par)
-	}
+	// One intra-op thread: parallelism as measured, no envelope.
 	h.Intra = 1
-	if main, _ := h.hostWork(16); main.par != 1 {
-		t.Errorf("one intra-op thread: parallelism %v, want as measured (1)", main.par)
+	if main, _ := h.hostWork(32, 2); main.par != 1 {
+		t.Errorf("one intra-op thread at 32 rows: parallelism %v, want 1 (as measured there)", main.par)
 	}
 }
 

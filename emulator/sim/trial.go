@@ -297,7 +297,7 @@ func (s *simulation) execute(b *sched.Batch, done func(error)) {
 			}
 		}
 	}
-	main, after := s.curve.hostWork(b.Padded)
+	main, after := s.curve.hostWork(b.Padded, s.cal.Cores)
 	s.cpu.Run(s.cost(us(s.cal.Serving.BatchCPUus)), 1, func() {
 		s.inter.acquire(func() {
 			s.cpu.Run(s.cost(main.cpu), main.par, func() {
