@@ -38,7 +38,8 @@ import (
 // (and so the EI) around it before the next pick.
 type Bayes struct {
 	// Init is the size of the initial design, defaults and recipe
-	// included; default 8.
+	// included; default 5, which reached 95% and 99% of the best in fewer
+	// trials than 8 on both recorded surfaces (experiments/search-bench).
 	Init int
 	// Candidates bounds how many unfinished configurations are scored per
 	// call; when more are left, the neighbours of the best trials and a
@@ -74,7 +75,7 @@ type bayesSettings struct {
 func (b *Bayes) settings() bayesSettings {
 	s := bayesSettings{init: b.Init, candidates: b.Candidates, fitMax: b.FitMax, xi: b.Xi, beta: b.PriorStrength}
 	if s.init == 0 {
-		s.init = 8
+		s.init = 5
 	}
 	if s.candidates == 0 {
 		s.candidates = 4096
