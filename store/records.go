@@ -110,6 +110,26 @@ type Run struct {
 	// Recommendation is the Seq of the run's recommendation in the
 	// study's history; 0 when it made none.
 	Recommendation uint64 `json:"recommendation,omitempty"`
+	// Degradation is, for a warm-started run that re-measured the
+	// incumbent, the incumbent's relative loss of objective since it was
+	// accepted (positive is worse); nil when the run measured none.
+	// Degraded is set when it broke the study's threshold or the SLO. Kept
+	// here so that the alarm outlives the daemon that raised it.
+	Degradation *float64 `json:"degradation,omitempty"`
+	Degraded    bool     `json:"degraded,omitempty"`
+}
+
+// LastIncumbentCheck returns the latest finished run of runs (in ID
+// order, as Runs returns them) that re-measured the incumbent, or nil:
+// its Degraded and Degradation are what is known of the incumbent's
+// health now.
+func LastIncumbentCheck(runs []Run) *Run {
+	for i := len(runs) - 1; i >= 0; i-- {
+		if runs[i].State == RunFinished && runs[i].Degradation != nil {
+			return &runs[i]
+		}
+	}
+	return nil
 }
 
 // TrialState is where a trial stands in the tuner's lifecycle.

@@ -54,6 +54,17 @@ type Decision struct {
 	Message string `json:"message"`
 }
 
+// Record copies what the decision found about the incumbent into the
+// run's record, so that a degraded incumbent is still known after the
+// process that measured it is gone.
+func (d *Decision) Record(run *store.Run) {
+	if d == nil || d.Incumbent == nil {
+		return
+	}
+	v := d.Degradation
+	run.Degradation, run.Degraded = &v, d.Degraded
+}
+
 // Report is what a run found, for people and for the daemon.
 type Report struct {
 	Study   string        `json:"study"`
@@ -196,6 +207,7 @@ func (t *Tuner) finishWarm(ctx context.Context, run *store.Run, trials []store.T
 	if err != nil {
 		return t.endWithError(ctx, rep, err, finish)
 	}
+	dec.Record(run)
 	if dec.Degraded {
 		t.log.Warn("incumbent degraded", "run", run.ID, "degradation", dec.Degradation, "threshold", t.study.Schedule.DegradationThreshold, "detail", dec.Message)
 	}

@@ -91,6 +91,11 @@ func TestWarmStartKeepsThenChanges(t *testing.T) {
 	if rep.Run.Outcome != store.OutcomeRecommended || rep.Recommendation == nil || !rep.Recommendation.Accepted {
 		t.Fatalf("changed run: outcome %s, recommendation %+v", rep.Run.Outcome, rep.Recommendation)
 	}
+	// The stored run keeps the alarm for whoever reads the store later.
+	stored, err := db.Run(ctx, s.Name, rep.Run.ID)
+	if err != nil || !stored.Degraded || stored.Degradation == nil || *stored.Degradation != d.Degradation {
+		t.Errorf("stored run %+v, %v: want degraded with degradation %v", stored, err, d.Degradation)
+	}
 	data, err := os.ReadFile(export)
 	if err != nil {
 		t.Fatalf("no export after an accepted change: %v", err)

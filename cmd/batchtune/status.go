@@ -139,6 +139,9 @@ func statusFromStore(ctx context.Context, path, name string) (*statusReport, err
 				st.State = "unfinished"
 			}
 		}
+		if r := store.LastIncumbentCheck(runs); r != nil {
+			st.Degraded, st.Degradation = r.Degraded, *r.Degradation
+		}
 		inc, err := db.Incumbent(ctx, n)
 		switch {
 		case err == nil:

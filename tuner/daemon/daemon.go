@@ -318,8 +318,9 @@ func schedChanged(a, b *Schedule) bool {
 	return a.Cron != b.Cron || a.Location.String() != b.Location.String()
 }
 
-// initMetrics sets a study's gauges that outlive a daemon from the store:
-// the incumbent's objective and when the last successful run ended.
+// initMetrics sets what outlives a daemon from the store: the incumbent's
+// objective, when the last successful run ended, and whether the latest
+// run that measured the incumbent found it degraded (gauges and status).
 func (d *Daemon) initMetrics(ctx context.Context, name string) {
 	if inc, err := d.db.Incumbent(ctx, name); err == nil {
 		d.m.incumbentObj.WithLabelValues(name).Set(inc.Objective)
@@ -327,6 +328,15 @@ func (d *Daemon) initMetrics(ctx context.Context, name string) {
 	runs, err := d.db.Runs(ctx, name)
 	if err != nil {
 		return
+	}
+	if r := store.LastIncumbentCheck(runs); r != nil {
+		d.m.degradation.WithLabelValues(name).Set(*r.Degradation)
+		d.m.degraded.WithLabelValues(name).Set(b2f(r.Degraded))
+		d.mu.Lock()
+		if st := d.studies[name]; st != nil {
+			st.degraded, st.degradation = r.Degraded, *r.Degradation
+		}
+		d.mu.Unlock()
 	}
 	for i := len(runs) - 1; i >= 0; i-- {
 		r := runs[i]

@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -468,6 +470,32 @@ func TestDegradationIsLoud(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "level=WARN msg=\"INCUMBENT DEGRADED\" study=s") {
 		t.Errorf("no warning logged:\n%s", r.logs.String())
+	}
+
+	// The alarm outlives the daemon: a new one on the same store shows it
+	// in its status and its metrics before it runs anything.
+	r.stop(false)
+	d2, err := daemon.New(r.db, r.dir, &daemon.Options{Clock: r.clock, Runner: r.runner, Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := d2.Study(context.Background(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s2.Degraded || s2.Degradation != 0.3 {
+		t.Errorf("after a restart: status degraded %v degradation %v, want true, 0.3", s2.Degraded, s2.Degradation)
+	}
+	srv := httptest.NewServer(d2.Handler(daemon.APIOptions{}))
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	for name, want := range map[string]float64{"batchtune_incumbent_degraded": 1, "batchtune_incumbent_degradation_ratio": 0.3} {
+		if v, ok := metricValue(fams, name, map[string]string{"study": "s"}); !ok || v != want {
+			t.Errorf("after a restart: %s{study=\"s\"} = %v (present %v), want %v", name, v, ok, want)
+		}
 	}
 }
 

@@ -231,6 +231,7 @@ func (f *fakeRunner) finish(r *fakeRun, e ending) (*tuner.Report, error) {
 		r.run.State, r.run.Detail = store.RunInterrupted, "interrupted"
 	default:
 		r.run.State, r.run.Outcome, r.run.Ended = store.RunFinished, e.outcome, time.Now().UTC()
+		e.decision.Record(&r.run)
 	}
 	if e.err == nil && (e.outcome == store.OutcomeRecommended || e.outcome == store.OutcomeKept) && e.objective > 0 {
 		rec := &store.Recommendation{Study: r.Study.Name, Run: r.run.ID, Config: r.trial.Config,
