@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -45,15 +44,10 @@ func fitCmd(ctx context.Context, args []string) error {
 	if *calPath == "" || *out == "" || fs.NArg() == 0 {
 		return fmt.Errorf("fit: -cal, -o and at least one real-runs file are required")
 	}
-	cal, err := sim.LoadCalibration(*calPath)
+	cal, runs, groups, err := loadInputs(*calPath, fs.Args())
 	if err != nil {
 		return err
 	}
-	runs, err := readRuns(fs.Args())
-	if err != nil {
-		return err
-	}
-	groups := groupRuns(runs)
 	if len(groups) < 3 {
 		return fmt.Errorf("fit: %d configurations with valid runs; want at least 3", len(groups))
 	}
@@ -163,13 +157,5 @@ func fitCmd(ctx context.Context, args []string) error {
 	}
 	cal.Serving.Fit = fmt.Sprintf("surfacetool fit -seeds %d -d %s -evals %d -discipline %s -quantum %s on %s: %d configurations, %d runs; mean squared log error %.4f",
 		*seeds, *dur, *evals, *discipline, *quantum, strings.Join(fs.Args(), " "), len(groups), len(runs), res.F)
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	if err := cal.Encode(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeCalibration(*out, cal)
 }

@@ -86,15 +86,7 @@ func hostCmd(ctx context.Context, args []string) error {
 	}
 	cal.Source = fmt.Sprintf("surfacetool host -model %s -rows %s -intra %s -contention %s -min-time %s -passes %d; %s; load average %s before, %s after",
 		*dir, *rows, *intra, *cont, *minTime, *passes, time.Now().UTC().Format("2006-01-02T15:04Z"), before, loadAverage())
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	if err := cal.Encode(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeCalibration(*out, cal); err != nil {
 		return err
 	}
 	printHost(cal)

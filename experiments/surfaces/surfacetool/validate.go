@@ -18,6 +18,33 @@ import (
 )
 
 // readRuns reads realRun lines from files.
+// loadInputs reads what fit and validate start from: a calibration and
+// real runs, the runs also grouped by configuration.
+func loadInputs(calPath string, runPaths []string) (*sim.Calibration, []realRun, []group, error) {
+	cal, err := sim.LoadCalibration(calPath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	runs, err := readRuns(runPaths)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cal, runs, groupRuns(runs), nil
+}
+
+// writeCalibration writes cal to path as JSON.
+func writeCalibration(path string, cal *sim.Calibration) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := cal.Encode(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func readRuns(paths []string) ([]realRun, error) {
 	var out []realRun
 	for _, p := range paths {
@@ -147,15 +174,10 @@ func validateCmd(ctx context.Context, args []string) error {
 	if *calPath == "" || fs.NArg() == 0 {
 		return fmt.Errorf("validate: -cal and at least one real-runs file are required")
 	}
-	cal, err := sim.LoadCalibration(*calPath)
+	cal, _, groups, err := loadInputs(*calPath, fs.Args())
 	if err != nil {
 		return err
 	}
-	runs, err := readRuns(fs.Args())
-	if err != nil {
-		return err
-	}
-	groups := groupRuns(runs)
 	if len(groups) == 0 {
 		return fmt.Errorf("validate: no valid real runs")
 	}
