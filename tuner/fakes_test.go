@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -204,7 +205,10 @@ confirmation:
   top_k: 2
   repeats: 3
 ` + extra
-	s, err := configs.ParseStudy("fake.yaml", []byte(doc))
+	// The study "lives" in a temporary directory, so that the paths it
+	// leaves relative (the export's default among them) land there and not
+	// in the source tree.
+	s, err := configs.ParseStudy(filepath.Join(t.TempDir(), "fake.yaml"), []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
