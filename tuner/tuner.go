@@ -313,9 +313,20 @@ func (t *Tuner) productionBaseline(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("production batching.config %s: %w", prod.BatchingPath, err)
 	}
-	intra, inter := 0, 0
-	for _, a := range prod.Args {
-		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+	intra, inter := threadFlags(prod.Args)
+	t.baseline = newReference("production ("+t.study.Target.Docker.Container+")", p, intra, inter, t.cores)
+	return nil
+}
+
+// threadFlags reads the intra- and inter-op thread counts from a
+// tensorflow_model_server command line, in either of the forms TF's flag
+// parser takes (--name=value, or --name value); 0 where a flag is absent.
+func threadFlags(args []string) (intra, inter int) {
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasValue && i+1 < len(args) {
+			value = args[i+1]
+		}
 		n, err := strconv.Atoi(value)
 		switch {
 		case err != nil:
@@ -325,8 +336,7 @@ func (t *Tuner) productionBaseline(ctx context.Context) error {
 			inter = n
 		}
 	}
-	t.baseline = newReference("production ("+t.study.Target.Docker.Container+")", p, intra, inter, t.cores)
-	return nil
+	return intra, inter
 }
 
 // history turns stored trials into the strategy's history.

@@ -409,7 +409,8 @@ func TestBaselineIsWhatProductionRuns(t *testing.T) {
 	s.Target.Docker = configs.DockerTarget{Container: "ranker-prod"}
 	db := storetest.Open(t)
 	rt := &prodRuntime{prod: docker.Production{
-		Args:         []string{"--port=8500", "--enable_batching", "--batching_parameters_file=/etc/tfs/batching.config", "--tensorflow_intra_op_parallelism=3"},
+		Args: []string{"--port=8500", "--enable_batching", "--batching_parameters_file=/etc/tfs/batching.config", "--tensorflow_intra_op_parallelism=3",
+			"--tensorflow_inter_op_parallelism", "2"}, // both of the forms TF's flags take
 		Batching:     []byte("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 500 }\n"),
 		BatchingPath: "/etc/tfs/batching.config",
 	}}
@@ -425,7 +426,7 @@ func TestBaselineIsWhatProductionRuns(t *testing.T) {
 	if base.Label != "baseline (production (ranker-prod))" {
 		t.Errorf("baseline label %q", base.Label)
 	}
-	want := map[string]int64{"max_batch_size": 8, "batch_timeout_micros": 500, "tensorflow_intra_op_parallelism": 3}
+	want := map[string]int64{"max_batch_size": 8, "batch_timeout_micros": 500, "tensorflow_intra_op_parallelism": 3, "tensorflow_inter_op_parallelism": 2}
 	for _, p := range base.Config {
 		if v, ok := want[p.Name]; ok && v != p.Value {
 			t.Errorf("baseline %s = %d, want %d", p.Name, p.Value, v)
@@ -434,7 +435,7 @@ func TestBaselineIsWhatProductionRuns(t *testing.T) {
 	// The baseline's trials ran production's batching.config and threads.
 	var ran int
 	for _, l := range rt.launches() {
-		if string(l.Batching) == "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 500 }\n" && l.IntraOpParallelism == 3 {
+		if string(l.Batching) == "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 500 }\n" && l.IntraOpParallelism == 3 && l.InterOpParallelism == 2 {
 			ran++
 		}
 	}
