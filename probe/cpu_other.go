@@ -4,6 +4,6 @@ package probe
 
 import "time"
 
-// processCPU is unavailable off unix; the CPU guard is then skipped and
-// says so.
-func processCPU() (time.Duration, bool) { return 0, false }
+// ProcessCPU is unavailable off unix; the probe's CPU guard is then
+// skipped and says so.
+func ProcessCPU() (time.Duration, bool) { return 0, false }

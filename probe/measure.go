@@ -400,9 +400,9 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 			return "", ""
 		},
 	}
-	cpu0, cpuOK := processCPU()
+	cpu0, cpuOK := ProcessCPU()
 	out := c.run(ctx, spec)
-	cpu1, _ := processCPU()
+	cpu1, _ := ProcessCPU()
 	a := out.a
 	if out.reason != StopStable {
 		last = rule.evaluate(a.windows, a.latency)
@@ -430,8 +430,8 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 			r.SentRate = float64(out.e.dispatched.Load()) / secs
 		}
 	}
-	r.Latency = percentiles(a.latency)
-	r.ServiceTime = percentiles(a.service)
+	r.Latency = PercentilesOf(a.latency)
+	r.ServiceTime = PercentilesOf(a.service)
 	r.Stability = last
 	r.Series = a.series
 	g := &r.Generator

@@ -38,7 +38,11 @@ type Percentiles struct {
 	Max   time.Duration `json:"max_ns"`
 }
 
-func percentiles(h *hdrhistogram.Histogram) Percentiles {
+// PercentilesOf summarises a histogram of latencies recorded in
+// microseconds, as every figure the probe reports is; the zero value for
+// an empty one. emulator/sim reports with it so that its figures are the
+// probe's by construction.
+func PercentilesOf(h *hdrhistogram.Histogram) Percentiles {
 	if h.TotalCount() == 0 {
 		return Percentiles{}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/batchtune/batchtune/emulator/model"
 	"github.com/batchtune/batchtune/emulator/sched"
 	"github.com/batchtune/batchtune/emulator/tensor"
+	"github.com/batchtune/batchtune/probe"
 )
 
 // HostOptions says what MeasureHost measures. Zero values take the
@@ -83,7 +84,7 @@ func (o *HostOptions) defaults() {
 // filled; the caller adds Serving and Noise.
 func MeasureHost(ctx context.Context, name string, d model.Description, o HostOptions) (*Calibration, error) {
 	o.defaults()
-	if _, ok := processCPU(); !ok {
+	if _, ok := probe.ProcessCPU(); !ok {
 		return nil, fmt.Errorf("%w: this platform cannot read process CPU time", ErrCalibration)
 	}
 	cal := &Calibration{Format: CalibrationFormat, Model: name, Device: d.Device, Cores: runtime.GOMAXPROCS(0)}
@@ -230,7 +231,7 @@ func runBlock(ctx context.Context, m device.Model, x tensor.Tensor, k int, minTi
 		errs  = make(chan error, k)
 	)
 	runtime.GC()
-	cpu0, _ := processCPU()
+	cpu0, _ := probe.ProcessCPU()
 	start := time.Now()
 	for range k {
 		wg.Add(1)
@@ -252,7 +253,7 @@ func runBlock(ctx context.Context, m device.Model, x tensor.Tensor, k int, minTi
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu1, _ := processCPU()
+	cpu1, _ := probe.ProcessCPU()
 	close(errs)
 	if err := <-errs; err != nil {
 		return cell{}, err

@@ -16,6 +16,7 @@ import (
 	"github.com/batchtune/batchtune/emulator/device"
 	"github.com/batchtune/batchtune/emulator/model"
 	"github.com/batchtune/batchtune/emulator/sched"
+	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/tfserving"
 )
 
@@ -72,17 +73,6 @@ type Trial struct {
 	Seed uint64
 }
 
-// Percentiles summarises the latency of successful requests.
-type Percentiles struct {
-	Count int64         `json:"count"`
-	Mean  time.Duration `json:"mean_ns"`
-	P50   time.Duration `json:"p50_ns"`
-	P90   time.Duration `json:"p90_ns"`
-	P99   time.Duration `json:"p99_ns"`
-	P999  time.Duration `json:"p99_9_ns"`
-	Max   time.Duration `json:"max_ns"`
-}
-
 // Result is what a probe would have measured, with the probe's
 // definitions: QPS counts successful answers per second of the measured
 // period, ErrorRate the failed share of completed requests, Latency the
@@ -94,13 +84,13 @@ type Result struct {
 	OOM        bool   `json:"oom,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 
-	Duration  time.Duration    `json:"duration_ns"`
-	Requests  int64            `json:"requests"`
-	OK        int64            `json:"ok"`
-	Errors    map[string]int64 `json:"errors,omitempty"`
-	ErrorRate float64          `json:"error_rate"`
-	QPS       float64          `json:"qps"`
-	Latency   Percentiles      `json:"latency"`
+	Duration  time.Duration     `json:"duration_ns"`
+	Requests  int64             `json:"requests"`
+	OK        int64             `json:"ok"`
+	Errors    map[string]int64  `json:"errors,omitempty"`
+	ErrorRate float64           `json:"error_rate"`
+	QPS       float64           `json:"qps"`
+	Latency   probe.Percentiles `json:"latency"`
 	// OfferedRate and SentRate are the open loop's target and the rate
 	// requests were sent at.
 	OfferedRate float64 `json:"offered_rate,omitempty"`
@@ -498,11 +488,6 @@ func (s *simulation) result() *Result {
 		r.OfferedRate = s.t.Load.Rate
 		r.SentRate = float64(s.sent) / d.Seconds()
 	}
-	h := s.hist
-	q := func(p float64) time.Duration { return time.Duration(h.ValueAtQuantile(p)) * time.Microsecond }
-	r.Latency = Percentiles{
-		Count: h.TotalCount(), Mean: time.Duration(h.Mean() * float64(time.Microsecond)),
-		P50: q(50), P90: q(90), P99: q(99), P999: q(99.9), Max: time.Duration(h.Max()) * time.Microsecond,
-	}
+	r.Latency = probe.PercentilesOf(s.hist)
 	return r
 }

@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -34,6 +33,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/tfserving"
 )
 
@@ -115,7 +115,7 @@ func run(addr, metricsURL, modelName, inputs string, rows, conc, nconns int, war
 	var once sync.Once
 	mark := func() {
 		once.Do(func() {
-			cpuBefore = cpuTime()
+			cpuBefore, _ = probe.ProcessCPU()
 			if metricsURL != "" {
 				before, _ = scrape(metricsURL)
 			}
@@ -155,7 +155,8 @@ func run(addr, metricsURL, modelName, inputs string, rows, conc, nconns int, war
 	wg.Wait()
 	mark()
 	elapsed := time.Since(measureFrom)
-	cpu := cpuTime() - cpuBefore
+	cpuAfter, _ := probe.ProcessCPU()
+	cpu := cpuAfter - cpuBefore
 
 	h := hdrhistogram.New(1, 60_000_000, 3)
 	res := result{Concurrency: conc, Seconds: elapsed.Seconds(), Errors: map[string]int{}}
@@ -257,12 +258,6 @@ func waitReady(conn *grpc.ClientConn, name string, wait time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func scrape(url string) (map[string]*dto.MetricFamily, error) {
