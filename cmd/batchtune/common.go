@@ -6,13 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/report"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
 )
@@ -84,48 +82,11 @@ func openStoreRO(path string) (*store.DB, error) {
 	return store.Open(path, &store.Options{ReadOnly: true})
 }
 
-// short names for the tuned parameters in tables.
-var shortNames = map[string]string{
-	"max_batch_size":                  "batch",
-	"batch_timeout_micros":            "timeout_us",
-	"num_batch_threads":               "threads",
-	"max_enqueued_batches":            "queue",
-	"tensorflow_intra_op_parallelism": "intra",
-	"tensorflow_inter_op_parallelism": "inter",
-	"allowed_batch_sizes":             "allowed",
-	"grpc_max_threads":                "grpc_threads",
-	"rest_api_num_threads":            "rest_threads",
-}
-
-// compactConfig renders a configuration as batch=32 timeout_us=2000 ...
-func compactConfig(ps []store.Param) string {
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		name := shortNames[p.Name]
-		if name == "" {
-			name = p.Name
-		}
-		parts[i] = name + "=" + strconv.FormatInt(p.Value, 10)
-	}
-	return strings.Join(parts, " ")
-}
-
-func fmtDur(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "-"
-	case d < time.Millisecond:
-		return fmt.Sprintf("%dµs", d.Microseconds())
-	case d < 100*time.Millisecond:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	}
-	return d.Round(time.Millisecond).String()
-}
-
-func truncate(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len([]rune(s)) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
-}
+// The text renderers live in the report package; these names keep the
+// commands' code short.
+var (
+	compactConfig = report.CompactConfig
+	fmtDur        = report.FmtDur
+	truncate      = report.Truncate
+	indent        = report.Indent
+)

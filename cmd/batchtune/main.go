@@ -74,7 +74,9 @@ func run(args []string) int {
 			probeCommand(),
 			daemonCommand(),
 			statusCommand(),
+			reportCommand(),
 		},
+		Version:         appVersion(),
 		Metadata:        map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
 		HideHelpCommand: true,
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/batchtune/batchtune/report"
 	"github.com/batchtune/batchtune/store"
 )
 
@@ -105,7 +106,7 @@ func trialsCommand() *cli.Command {
 				return writeTrialsCSV(c, trials)
 			}
 			fmt.Fprintf(w, "study %s, run %d (%s, %s), started %s\n", name, run.ID, run.Kind, run.State, run.Started.Local().Format(time.DateTime))
-			writeTrialTable(w, trials)
+			report.WriteTrialTable(w, trials)
 			if run.Detail != "" {
 				fmt.Fprintf(w, "%s\n", run.Detail)
 			}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
-	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -19,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/report"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
 	"github.com/batchtune/batchtune/tuner/runtime/target"
@@ -28,9 +27,9 @@ func tuneCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "tune",
 		Usage: "run a tuning study: restart, warm up and measure TF Serving per configuration",
-		UsageText: "batchtune tune [--config STUDY.yaml] [--db PATH] [options]\n\n" +
+		UsageText: "batchtune tune [options] [STUDY.yaml]\n\n" +
 			"   batchtune tune                      # the demo study: the bundled stand-in (run from the source tree after make build)\n" +
-			"   batchtune tune --config configs/examples/tfserving-gpu.yaml",
+			"   batchtune tune configs/examples/tfserving-gpu.yaml   # or --config configs/examples/tfserving-gpu.yaml",
 		Description: "Runs the study's search: each suggested configuration is checked against the\n" +
 			"hard rules (batch_timeout_micros < SLO/3, TF's own), then TF Serving is restarted\n" +
 			"with it, waited for, warmed up and measured under the study's fixed load. Every\n" +
@@ -38,6 +37,8 @@ func tuneCommand() *cli.Command {
 			"it. The best candidates and the baseline are then re-measured on fresh restarts\n" +
 			"and the winner, chosen by its lower confidence bound, is written to the study's\n" +
 			"export path with the matching server flags.\n\n" +
+			"On a terminal a status line shows where the run is; otherwise one plain line\n" +
+			"is printed per trial. --log-format text|json prints structured logs instead.\n\n" +
 			"Ctrl-C once: finish the current trial, restore the server, stop (resumable).\n" +
 			"Twice: abort the trial, restore the server. Three times: exit at once.",
 		Flags: []cli.Flag{
@@ -47,16 +48,18 @@ func tuneCommand() *cli.Command {
 			&cli.IntFlag{Name: "trials", Usage: "override the study's search budget"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of tables"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every step (debug level)"},
+			&cli.StringFlag{Name: "log-format", Usage: "structured logs on stderr, text or json, instead of one plain line per trial"},
 		},
 		Action: runTune,
 	}
 }
 
 func runTune(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return fmt.Errorf("tune: unexpected argument %q (the study is given with --config)", c.Args().First())
+	path, err := studyArg(c, "tune")
+	if err != nil {
+		return err
 	}
-	study, err := loadStudy(c.String("config"))
+	study, err := loadStudy(path)
 	if err != nil {
 		return err
 	}
@@ -68,16 +71,10 @@ func runTune(c *cli.Context) error {
 
 	out := c.App.Writer
 	tty := isTerminal(os.Stderr)
-	level := slog.LevelInfo
-	if c.Bool("verbose") {
-		level = slog.LevelDebug
+	log, structured, err := tuneLogger(os.Stderr, c.String("log-format"), c.Bool("verbose"))
+	if err != nil {
+		return err
 	}
-	// On a terminal the progress line says what the log would; the log
-	// then carries only warnings.
-	if tty && !c.Bool("verbose") {
-		level = slog.LevelWarn
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	rt, err := target.New(study.Target, target.Options{Study: study.Name, StateDir: c.String("state-dir"), Logger: log})
 	if err != nil {
@@ -87,6 +84,7 @@ func runTune(c *cli.Context) error {
 		defer cl.Close()
 	}
 	prog := newProgress(os.Stderr, tty, study)
+	prog.quiet = structured && !tty
 	t, err := tuner.New(study, db, rt, nil, &tuner.Options{Logger: log, Observe: prog.event, Cores: goruntime.NumCPU()})
 	if err != nil {
 		return err
@@ -121,6 +119,8 @@ type progress struct {
 	w     io.Writer
 	tty   bool
 	study *configs.Study
+	// quiet leaves the trial lines to the structured log.
+	quiet bool
 	began time.Time
 
 	mu       sync.Mutex
@@ -177,8 +177,8 @@ func (p *progress) event(e tuner.Event) {
 			p.finished = append(p.finished, tr.Phases[len(tr.Phases)-1].At.Sub(tr.Phases[0].At))
 		}
 	}
-	if !p.tty {
-		return // the log says it all, one line per step
+	if p.quiet {
+		return // the structured log says it all, one line per step
 	}
 	switch {
 	case e.Trial == nil && e.Message != "":
@@ -189,9 +189,11 @@ func (p *progress) event(e tuner.Event) {
 	p.redraw()
 }
 
-// line prints a permanent line above the status line.
+// line prints a permanent line (above the status line on a terminal).
 func (p *progress) line(s string) {
-	fmt.Fprint(p.w, "\r\033[K")
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
 	fmt.Fprintln(p.w, s)
 }
 
@@ -199,7 +201,7 @@ func trialLine(e tuner.Event) string {
 	tr := e.Trial
 	s := fmt.Sprintf("%-7s %2d/%-2d trial %-3d %-13s %s", e.Stage, e.Index, e.Total, tr.Seq, tr.State, compactConfig(tr.Config))
 	if tr.Objective != nil {
-		s += fmt.Sprintf("  →  %.1f req/s, P99 %s", tr.Summary.Throughput, fmtDur(tr.Summary.P99))
+		s += fmt.Sprintf("  →  %s, P99 %s", report.Throughput(tr.Summary, tr.State), fmtDur(tr.Summary.P99))
 		if !tr.Feasible {
 			s += " (infeasible)"
 		}
@@ -242,7 +244,7 @@ func printReport(w io.Writer, t *tuner.Tuner, rep *tuner.Report) {
 	if rep.StopReason != "" {
 		fmt.Fprintf(w, "search stopped: %s\n", rep.StopReason)
 	}
-	writeTrialTable(w, rep.Trials)
+	report.WriteTrialTable(w, rep.Trials)
 	conf := rep.Confirmation
 	if conf != nil && len(conf.Candidates) > 0 {
 		fmt.Fprintln(w, "\nconfirmation (fresh restarts, interleaved):")
@@ -288,71 +290,4 @@ func printReport(w io.Writer, t *tuner.Tuner, rep *tuner.Report) {
 	for _, p := range rep.Exported {
 		fmt.Fprintf(w, "wrote %s\n", p)
 	}
-}
-
-// setupTime is a trial's restart + ready + warmup: from starting to
-// measuring. ok is false when the trial never reached measuring.
-func setupTime(tr store.Trial) (time.Duration, bool) {
-	var start, measuring time.Time
-	for _, p := range tr.Phases {
-		switch p.State {
-		case store.TrialStarting:
-			start = p.At
-		case store.TrialMeasuring:
-			measuring = p.At
-		}
-	}
-	if start.IsZero() || measuring.IsZero() {
-		return 0, false
-	}
-	return measuring.Sub(start), true
-}
-
-func writeTrialTable(w io.Writer, trials []store.Trial) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "trial\trole\tstate\tconfig\treq/s\tP99\terrors\tbatch\tsetup\tnote")
-	for _, tr := range trials {
-		qps, p99, errs, batch := "-", "-", "-", "-"
-		if tr.Objective != nil {
-			qps = fmt.Sprintf("%.1f", tr.Summary.Throughput)
-			p99 = fmtDur(tr.Summary.P99)
-			errs = fmt.Sprintf("%.2f%%", 100*tr.Summary.ErrorRate)
-			batch = fmt.Sprintf("%.1f", tr.Summary.MeanBatch)
-		}
-		note := tr.Reason
-		if note == "" {
-			note = tr.Why
-		}
-		setup := "-"
-		if d, ok := setupTime(tr); ok {
-			setup = d.Round(10 * time.Millisecond).String()
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, tr.Role, tr.State, compactConfig(tr.Config), qps, p99, errs, batch, setup, truncate(note, 70))
-	}
-	tw.Flush()
-	var setups []time.Duration
-	for _, tr := range trials {
-		if d, ok := setupTime(tr); ok {
-			setups = append(setups, d)
-		}
-	}
-	if len(setups) > 0 {
-		slices.Sort(setups)
-		var sum time.Duration
-		for _, d := range setups {
-			sum += d
-		}
-		fmt.Fprintf(w, "setup per trial (restart + ready + warmup), %d trials: mean %s, median %s, max %s\n", len(setups),
-			(sum / time.Duration(len(setups))).Round(10*time.Millisecond), setups[len(setups)/2].Round(10*time.Millisecond), setups[len(setups)-1].Round(10*time.Millisecond))
-	}
-}
-
-func indent(s string) string {
-	var b strings.Builder
-	for _, l := range strings.SplitAfter(s, "\n") {
-		if l != "" {
-			b.WriteString("  " + l)
-		}
-	}
-	return b.String()
 }

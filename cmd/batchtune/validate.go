@@ -16,19 +16,24 @@ func validateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "validate",
 		Usage:     "check study files without running anything",
-		ArgsUsage: "STUDY.yaml...",
+		ArgsUsage: "STUDY.yaml... (or --config STUDY.yaml, as tune takes it)",
 		Description: "Reads each study, applies the defaults and reports every problem with its\n" +
 			"file, line and field: unknown keys, invalid values, and files the study\n" +
 			"names that are missing or unreadable. Exits non-zero when any study has one.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print problems only, not the studies that are valid"},
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "a study file, as tune takes it (arguments name more)"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
+			paths := c.Args().Slice()
+			if f := c.String("config"); f != "" {
+				paths = append([]string{f}, paths...)
+			}
+			if len(paths) == 0 {
 				return errors.New("validate: name at least one study file")
 			}
 			bad := 0
-			for _, path := range c.Args().Slice() {
+			for _, path := range paths {
 				if err := validateStudy(path, studyChecks()); err != nil {
 					bad++
 					fmt.Fprintln(c.App.ErrWriter, err)
@@ -39,7 +44,7 @@ func validateCommand() *cli.Command {
 				}
 			}
 			if bad > 0 {
-				return fmt.Errorf("validate: %d of %d studies have problems", bad, c.NArg())
+				return fmt.Errorf("validate: %d of %d studies have problems", bad, len(paths))
 			}
 			return nil
 		},
