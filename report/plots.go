@@ -308,11 +308,18 @@ func (r *Report) convergenceFigure() Figure {
 	return c.render("convergence", caption)
 }
 
-// Parameters returns the tuned parameters in declared order, as the
-// run's trials carry them.
+// Parameters returns the tuned parameters in the study's declared order;
+// when the stored spec could not be read, those the run's search trials
+// carry.
 func (r *Report) Parameters() []string {
+	if len(r.Study.Parameters) > 0 && r.Study.SpecProblem == "" {
+		return r.Study.Parameters
+	}
 	var names []string
 	for _, t := range r.Trials {
+		if t.Role != store.RoleSearch {
+			continue
+		}
 		for _, p := range t.Config {
 			if !slices.Contains(names, p.Name) {
 				names = append(names, p.Name)
@@ -326,13 +333,15 @@ func (r *Report) Parameters() []string {
 }
 
 // paramFigures: one panel per tuned parameter, objective against value.
+// The baseline is left out: its configuration (TF's defaults, or
+// production's) is not one the space holds.
 func (r *Report) paramFigures() []Figure {
 	var figs []Figure
 	for _, name := range r.Parameters() {
 		c := newCanvas(name, name, r.objectiveAxis())
 		byClass := map[string]plotter.XYs{}
 		for _, t := range r.Trials {
-			if t.Objective == nil || !t.measured() {
+			if t.Objective == nil || !t.measured() || t.Role == store.RoleBaseline {
 				continue
 			}
 			for _, p := range t.Config {
