@@ -78,6 +78,7 @@ func (d *Daemon) Handler(o APIOptions) http.Handler {
 	mux.HandleFunc("POST "+PathAPI+"/studies/{study}/runs/{run}/cancel", a.mutating(a.cancel))
 	mux.HandleFunc("DELETE "+PathAPI+"/studies/{study}/runs/{run}", a.mutating(a.cancel))
 	mux.HandleFunc("POST "+PathAPI+"/reload", a.mutating(a.reload))
+	a.routeReports(mux) // HTML reports, reports.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// The patterns name their methods; say which ones a known path
 		// takes rather than that it does not exist.
