@@ -206,7 +206,7 @@ func writeVerdict(w io.Writer, r *Report) {
 // GainText renders a recommendation's gain with its interval.
 func GainText(r *store.Recommendation) string {
 	if r.Gain == 0 && r.GainLow == 0 && r.GainHigh == 0 && r.Confidence == 0 {
-		return "none stated (the baseline met no SLO or measured nothing to compare with; see why)"
+		return "none stated (the baseline broke the SLO or measured nothing to compare with; see why)"
 	}
 	if r.GainLow == r.GainHigh {
 		return fmt.Sprintf("%+.1f%% (no interval)", 100*r.Gain)
