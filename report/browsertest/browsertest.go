@@ -28,7 +28,11 @@ import (
 // first of chromium, chromium-browser, google-chrome on PATH.
 func Find() (string, error) {
 	if p := os.Getenv("BATCHTUNE_CHROMIUM"); p != "" {
-		return p, nil
+		found, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("browsertest: BATCHTUNE_CHROMIUM=%s: %w", p, err)
+		}
+		return found, nil
 	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
