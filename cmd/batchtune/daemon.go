@@ -42,7 +42,8 @@ func daemonCommand() *cli.Command {
 			"confidence; it is then exported and schedule.rollout is run with the export\n" +
 			"path as its last argument. Studies that share a target run one after the other.\n\n" +
 			"The API (GET /api/v1/studies, POST /api/v1/studies/NAME/runs, ...), /healthz,\n" +
-			"/readyz and /metrics listen on loopback by default. Listening elsewhere needs a\n" +
+			"/readyz, /metrics and the HTML reports (/reports, /reports/NAME: each study's\n" +
+			"latest run, read-only) listen on loopback by default. Listening elsewhere needs a\n" +
 			"bearer token for the mutating endpoints, from --token-file or $" + tokenEnv + ".\n\n" +
 			"SIGHUP reloads the studies. SIGTERM or Ctrl-C: the trial in progress finishes,\n" +
 			"the server is restored, the run is left to resume at the next start; a second\n" +
