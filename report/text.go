@@ -84,25 +84,6 @@ func Throughput(s store.Summary, state store.TrialState) string {
 	return "— (no success inside the measured window)"
 }
 
-// TrialLine is one trial as the live view prints it when it ends:
-// configuration, state, what was measured and why it was not feasible.
-func TrialLine(tr *store.Trial) string {
-	s := fmt.Sprintf("trial %-3d %-8s %-13s %s", tr.Seq, tr.Role, tr.State, CompactConfig(tr.Config))
-	if tr.Objective != nil {
-		s += fmt.Sprintf("  →  %s, P99 %s", Throughput(tr.Summary, tr.State), FmtDur(tr.Summary.P99))
-		if tr.Summary.MeanBatch > 0 {
-			s += fmt.Sprintf(", batch %.1f", tr.Summary.MeanBatch)
-		}
-		if !tr.Feasible {
-			s += " (infeasible)"
-		}
-	}
-	if tr.Reason != "" && !tr.Feasible {
-		s += "  [" + Truncate(tr.Reason, 90) + "]"
-	}
-	return s
-}
-
 // WriteTrialTable writes one row per trial and, when trials measured,
 // the setup time per trial.
 func WriteTrialTable(w io.Writer, trials []store.Trial) {
