@@ -3,7 +3,6 @@ package search
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,13 +212,6 @@ func (s *Space) canonical(c Config) Config {
 		out[i] = a
 	}
 	return out
-}
-
-// rngFor returns the generator for one call: seeded by the study's seed, the
-// history's length and the strategy, so consecutive calls differ and equal
-// calls agree.
-func rngFor(req Request, salt uint64) *rand.Rand {
-	return rand.New(rand.NewPCG(req.Seed, uint64(len(req.History))<<8^salt))
 }
 
 // walk calls fn with the index vector of every point of the space in grid

@@ -3,7 +3,6 @@ package tuner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	goruntime "runtime"
@@ -404,9 +403,4 @@ func encodeResult(v any) json.RawMessage {
 		return nil
 	}
 	return b
-}
-
-// isInterrupt reports whether err is the run's context ending.
-func isInterrupt(ctx context.Context, err error) bool {
-	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrInterrupted))
 }
