@@ -15,7 +15,6 @@ import (
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tfserving"
 	"github.com/batchtune/batchtune/tuner/runtime"
-	"github.com/batchtune/batchtune/tuner/runtime/docker"
 )
 
 // Stages of a run, as events and trials name them.
@@ -288,23 +287,20 @@ func newReference(label string, p *tfserving.BatchingParameters, intra, inter, c
 	}
 }
 
-// ProductionReader is implemented by runtimes that tune a user's server in
-// place and can read what it runs with today (the docker runtime with an
-// existing container).
-type ProductionReader interface {
-	Production(ctx context.Context) (docker.Production, error)
-}
-
 // productionBaseline makes the baseline the configuration the user's
-// server runs with today, when the runtime can read it and the study names
-// no baseline file: that, not TF's defaults, is what a change is measured
-// against.
+// server runs with today, when the runtime tunes one in place
+// (runtime.InPlace) and the study names no baseline file: that, not TF's
+// defaults, is what a change is measured against.
 func (t *Tuner) productionBaseline(ctx context.Context) error {
-	pr, ok := t.rt.(ProductionReader)
-	if !ok || t.study.Confirmation.Baseline != "" || t.study.Target.Docker.Container == "" {
+	ip, ok := t.rt.(runtime.InPlace)
+	if !ok || t.study.Confirmation.Baseline != "" {
 		return nil
 	}
-	prod, err := pr.Production(ctx)
+	name := ip.InPlace()
+	if name == "" {
+		return nil
+	}
+	prod, err := ip.Production(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the production configuration: %w", err)
 	}
@@ -313,7 +309,7 @@ func (t *Tuner) productionBaseline(ctx context.Context) error {
 		return fmt.Errorf("production batching.config %s: %w", prod.BatchingPath, err)
 	}
 	intra, inter := threadFlags(prod.Args)
-	t.baseline = newReference("production ("+t.study.Target.Docker.Container+")", p, intra, inter, t.cores)
+	t.baseline = newReference("production ("+name+")", p, intra, inter, t.cores)
 	return nil
 }
 

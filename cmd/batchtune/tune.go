@@ -21,7 +21,7 @@ import (
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
-	"github.com/batchtune/batchtune/tuner/runtime/target"
+	"github.com/batchtune/batchtune/tuner/runtime"
 )
 
 func tuneCommand() *cli.Command {
@@ -79,7 +79,7 @@ func runTune(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	rt, err := target.New(study.Target, target.Options{Study: study.Name, StateDir: c.String("state-dir"), Logger: log})
+	rt, err := runtime.New(study.Target, runtime.Options{Study: study.Name, StateDir: c.String("state-dir"), Logger: log})
 	if err != nil {
 		return err
 	}
