@@ -43,14 +43,6 @@ const (
 	PullNever   = "never"
 )
 
-// Search strategies a study can name. search.NewStrategy gives them meaning.
-const (
-	StrategyGrid      = "grid"
-	StrategyRandom    = "random"
-	StrategyHillClimb = "hillclimb"
-	StrategyBayes     = "bayes"
-)
-
 // Objective is what a study optimises.
 type Objective string
 

@@ -200,7 +200,7 @@ func (s *Study) problems() Problems {
 	}
 
 	// search
-	oneOf("search.strategy", s.Search.Strategy, StrategyGrid, StrategyRandom, StrategyHillClimb, StrategyBayes)
+	checkStrategy(&ps, s.Search.Strategy) // the names package search declares
 	atLeast("search.trials", s.Search.Trials, 1)
 	if s.Search.Parallelism != 1 {
 		ps.Add("search.parallelism", "is reserved and must be 1 (trials against one server run one at a time), got %d", s.Search.Parallelism)
