@@ -139,7 +139,7 @@ var fieldDocs = map[string]string{
 	"slo.quantile":   "0.99 holds P99 to slo.latency.",
 	"slo.error_rate": "Largest tolerated fraction of failed requests.",
 
-	"objective": "max_throughput (at load.mode closed, subject to the SLO) or min_latency\n(at load.mode open, subject to achieving load.rate).",
+	"objective": "What the study optimises:", // + each objective, fieldDoc
 
 	"space": "Parameters tuned, in order, by TF Serving name: {values: [...]} or\n{min, max, scale: linear|log|pow2, step, points}. A space given here\nreplaces this default one entirely.",
 

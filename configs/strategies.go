@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/batchtune/batchtune/objective"
 )
 
 // Strategies is what configs knows of the search strategies a study may
@@ -45,10 +47,14 @@ func defaultStrategy() string {
 }
 
 // fieldDoc is the reference study's comment on field: fieldDocs', with the
-// linked-in strategies' names after search.strategy's and their settings
-// after search.settings'.
+// objectives (package objective) after objective's, the linked-in
+// strategies' names after search.strategy's and their settings after
+// search.settings'.
 func fieldDoc(field string) string {
 	doc := fieldDocs[field]
+	if field == "objective" {
+		return doc + "\n" + objective.Doc()
+	}
 	s := strategies.Load()
 	switch {
 	case s == nil:

@@ -16,6 +16,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/tfserving"
 )
 
@@ -180,12 +181,12 @@ func (s *Study) problems() Problems {
 	if s.SLO.Latency > 0 && l.RequestTimeout > 0 && l.RequestTimeout <= s.SLO.Latency {
 		ps.Add("load.request_timeout", "must exceed slo.latency (%s), got %s: requests cut at the deadline would hide the latency that breaks the SLO", s.SLO.Latency, l.RequestTimeout)
 	}
-	if oneOf("objective", string(s.Objective), string(ObjectiveMaxThroughput), string(ObjectiveMinLatency)) {
-		switch {
-		case s.Objective == ObjectiveMaxThroughput && open:
-			ps.Add("objective", "max_throughput needs a closed-loop load (load.mode: closed): at a fixed open-loop rate the throughput is fixed too")
-		case s.Objective == ObjectiveMinLatency && closed:
-			ps.Add("objective", "min_latency needs an open-loop load (load.mode: open with load.rate): in a closed loop a slower server is sent fewer requests")
+	// The objectives, and the load each needs, are package objective's.
+	if oneOf("objective", string(s.Objective), objective.Names()...) && (open || closed) {
+		if k, err := objective.Parse(string(s.Objective)); err == nil {
+			if why := k.CheckLoad(open); why != "" {
+				ps.Add("objective", "%s", why)
+			}
 		}
 	}
 

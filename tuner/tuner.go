@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tfserving"
@@ -75,7 +76,7 @@ type Tuner struct {
 	prober    Prober
 	space     *search.Space
 	strategy  search.Strategy
-	objective search.Objective
+	objective objective.Objective
 	stopRule  search.StopRule
 	baseline  reference
 	log       *slog.Logger
@@ -98,11 +99,16 @@ func Rules(s *configs.Study, cores, gpus int) search.Rules {
 	return search.Rules{SLO: s.SLO.Latency.D(), Cores: cores, GPUs: gpus}
 }
 
-// Objective is the study's objective in the search package's terms.
-func Objective(s *configs.Study) search.Objective {
-	o := search.Objective{Kind: search.MaxThroughput, ErrorBudget: s.SLO.ErrorRate}
-	if s.Objective == configs.ObjectiveMinLatency {
-		o.Kind, o.Rate = search.MinLatency, s.Load.Rate
+// Objective is the study's objective (package objective's terms, which
+// search shares): a study that names none, or one unknown, maximises
+// throughput, as validation would have refused it.
+func Objective(s *configs.Study) objective.Objective {
+	o := objective.Objective{Kind: objective.MaxThroughput, ErrorBudget: s.SLO.ErrorRate}
+	if k, err := s.Objective.Kind(); err == nil {
+		o.Kind = k
+	}
+	if o.Kind.OpenLoop() {
+		o.Rate = s.Load.Rate
 	}
 	return o
 }
@@ -193,6 +199,9 @@ func settings(m map[string]any) map[string]string {
 
 // Space is the study's search space.
 func (t *Tuner) Space() *search.Space { return t.space }
+
+// Objective is what the study optimises.
+func (t *Tuner) Objective() objective.Objective { return t.objective }
 
 // launch is what the runtime runs for configuration c.
 func (t *Tuner) launch(c search.Config) runtime.Config {
