@@ -229,6 +229,33 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 		last = rule.evaluate(a.windows, a.latency)
 	}
 
+	r.fillCounts(load, out)
+	r.Stability = last
+	r.fillGenerator(load, out, cpu1-cpu0, cpuOK)
+	r.judgeValidity(load, out, m, cpuOK)
+
+	after, scrapeErr2 := c.scrape(ctx)
+	switch {
+	case scrapeErr != nil:
+		r.Server.Error = scrapeErr.Error()
+	case scrapeErr2 != nil:
+		r.Server.Error = scrapeErr2.Error()
+	case before != nil && after != nil:
+		r.Server = DeltaMetrics(before, after, c.t.Model)
+	default:
+		r.Server.Error = "not scraped: no metrics URL (give the REST address or a metrics URL)"
+	}
+	c.log.Debug("probe: measure end", "model", c.t.Model, "stop", r.StopReason, "qps", r.QPS, "p99", r.Latency.P99, "valid", r.Valid)
+	if out.cause != nil {
+		return r, fmt.Errorf("probe: measurement cancelled: %w", out.cause)
+	}
+	return r, nil
+}
+
+// fillCounts sets r's counts, rates, percentiles and series from a run's
+// aggregate.
+func (r *Result) fillCounts(load Load, out runOut) {
+	a := out.a
 	r.StopReason, r.StopDetail = out.reason, out.detail
 	r.Duration = time.Duration(out.stopAt)
 	r.OK = a.byCode[codes.OK]
@@ -253,13 +280,19 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 	}
 	r.Latency = PercentilesOf(a.latency)
 	r.ServiceTime = PercentilesOf(a.service)
-	r.Stability = last
 	r.Series = a.series
+}
+
+// fillGenerator sets what the generator itself did: its cores, workers,
+// CPU time (cpu, when cpuOK) and, open loop, its pacing lag. It needs
+// fillCounts' Duration and Requests.
+func (r *Result) fillGenerator(load Load, out runOut, cpu time.Duration, cpuOK bool) {
+	a := out.a
 	g := &r.Generator
 	g.Cores = runtime.GOMAXPROCS(0)
 	g.PeakWorkers = out.peakWorker
 	if cpuOK {
-		g.CPU = cpu1 - cpu0
+		g.CPU = cpu
 		if r.Duration > 0 {
 			g.CPUUtil = g.CPU.Seconds() / (r.Duration.Seconds() * float64(g.Cores))
 		}
@@ -279,8 +312,13 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 			g.LagMax = usToDur(a.lag.Max())
 		}
 	}
+}
 
-	// Validity: only the generator's own failings invalidate a run.
+// judgeValidity sets Valid, InvalidReason, RateKept and RateNote: only the
+// generator's own failings invalidate a run. It needs fillCounts' and
+// fillGenerator's figures.
+func (r *Result) judgeValidity(load Load, out runOut, m MeasureOptions, cpuOK bool) {
+	g := &r.Generator
 	r.Valid = true
 	r.RateKept = true
 	var invalid []string
@@ -317,23 +355,6 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 		r.Valid = false
 		r.InvalidReason = strings.Join(invalid, "; ")
 	}
-
-	after, scrapeErr2 := c.scrape(ctx)
-	switch {
-	case scrapeErr != nil:
-		r.Server.Error = scrapeErr.Error()
-	case scrapeErr2 != nil:
-		r.Server.Error = scrapeErr2.Error()
-	case before != nil && after != nil:
-		r.Server = DeltaMetrics(before, after, c.t.Model)
-	default:
-		r.Server.Error = "not scraped: no metrics URL (give the REST address or a metrics URL)"
-	}
-	c.log.Debug("probe: measure end", "model", c.t.Model, "stop", r.StopReason, "qps", r.QPS, "p99", r.Latency.P99, "valid", r.Valid)
-	if out.cause != nil {
-		return r, fmt.Errorf("probe: measurement cancelled: %w", out.cause)
-	}
-	return r, nil
 }
 
 func (c *Client) scrape(ctx context.Context) (*MetricsSnapshot, error) {
