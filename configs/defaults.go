@@ -59,7 +59,7 @@ func DefaultStudy() *Study {
 			{Name: "max_enqueued_batches", Min: i64(2), Max: i64(128), Scale: ScalePow2},
 		},
 		Search: Search{
-			Strategy:    StrategyBayes,
+			Strategy:    defaultStrategy(),
 			Trials:      30,
 			Seed:        1,
 			Parallelism: 1,
@@ -139,17 +139,17 @@ var fieldDocs = map[string]string{
 	"slo.quantile":   "0.99 holds P99 to slo.latency.",
 	"slo.error_rate": "Largest tolerated fraction of failed requests.",
 
-	"objective": "max_throughput (at load.mode closed, subject to the SLO) or min_latency\n(at load.mode open, subject to achieving load.rate).",
+	"objective": "What the study optimises:", // + each objective, fieldDoc
 
 	"space": "Parameters tuned, in order, by TF Serving name: {values: [...]} or\n{min, max, scale: linear|log|pow2, step, points}. A space given here\nreplaces this default one entirely.",
 
 	"search":              "How trials are proposed.",
-	"search.strategy":     "grid, random, hillclimb or bayes.",
+	"search.strategy":     "The strategy that proposes trials:", // + the names, fieldDoc
 	"search.trials":       "Trial budget of a one-shot run.",
 	"search.seed":         "Seeds every random choice of the study.",
 	"search.parallelism":  "Reserved: trials against one server run one at a time (must be 1).",
 	"search.max_failures": "Consecutive failed trials that stop the study.",
-	"search.settings":     "Settings of the strategy; it rejects those it does not know.",
+	"search.settings":     "Settings of the strategy; it rejects those it does not know.", // + each one's, fieldDoc
 
 	"confirmation":            "Re-measures the best candidates and the baseline on fresh restarts,\ninterleaved, before recommending.",
 	"confirmation.top_k":      "Candidates re-measured.",
@@ -199,7 +199,7 @@ func refNode(m *yaml.Node, v reflect.Value, path string) {
 	for _, name := range names {
 		field := join(path, name)
 		fv := v.Field(idx[name])
-		key := &yaml.Node{Kind: yaml.ScalarNode, Value: name, HeadComment: fieldDocs[field]}
+		key := &yaml.Node{Kind: yaml.ScalarNode, Value: name, HeadComment: fieldDoc(field)}
 		var val *yaml.Node
 		switch {
 		case fv.Kind() == reflect.Struct && fv.Type() != durationType:

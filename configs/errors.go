@@ -2,8 +2,8 @@ package configs
 
 import (
 	"errors"
-	"fmt"
-	"strings"
+
+	"github.com/batchtune/batchtune/internal/problem"
 )
 
 // ErrJSONBatchingConfig is returned when a batching.config holds JSON: TF
@@ -12,43 +12,9 @@ var ErrJSONBatchingConfig = errors.New("configs: batching config is JSON; TF Ser
 
 // Problem is one invalid value, named by its field path
 // (space.max_batch_size.values[2], allowed_batch_sizes[3]).
-type Problem struct {
-	Field string
-	Msg   string
-}
-
-func (p Problem) String() string { return p.Field + ": " + p.Msg }
+type Problem = problem.Problem
 
 // Problems is every problem found in one document, reported together. A nil
 // or empty Problems is not an error: use Err to turn a collection into one.
-type Problems []Problem
-
-// Add records a problem at field.
-func (ps *Problems) Add(field, format string, args ...any) {
-	*ps = append(*ps, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
-}
-
-// Err returns ps as an error, or nil when there are none.
-func (ps Problems) Err() error {
-	if len(ps) == 0 {
-		return nil
-	}
-	return ps
-}
-
-func (ps Problems) Error() string { return listError(ps) }
-
-// listError renders one problem as its line, several as "N problems:" and
-// one indented line each.
-func listError[T fmt.Stringer](ps []T) string {
-	if len(ps) == 1 {
-		return ps[0].String()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems:", len(ps))
-	for _, p := range ps {
-		b.WriteString("\n  ")
-		b.WriteString(p.String())
-	}
-	return b.String()
-}
+// Add records one; Err returns the collection as an error, or nil.
+type Problems = problem.List

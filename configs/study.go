@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/batchtune/batchtune/objective"
 )
 
 // Runtimes a study's target can be started with.
@@ -43,18 +45,14 @@ const (
 	PullNever   = "never"
 )
 
-// Search strategies a study can name. search.NewStrategy gives them meaning.
-const (
-	StrategyGrid      = "grid"
-	StrategyRandom    = "random"
-	StrategyHillClimb = "hillclimb"
-	StrategyBayes     = "bayes"
-)
-
-// Objective is what a study optimises.
+// Objective is what a study optimises, by name: one of objective.Names(),
+// which says what each means (Kind).
 type Objective string
 
-// Objectives.
+// Kind returns the objective o names.
+func (o Objective) Kind() (objective.Kind, error) { return objective.Parse(string(o)) }
+
+// Objectives, spelled as package objective names them.
 const (
 	// ObjectiveMaxThroughput maximises achieved requests/s at a fixed
 	// closed-loop concurrency, subject to the SLO's latency quantile and

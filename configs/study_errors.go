@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/batchtune/batchtune/internal/problem"
 )
 
 // ErrInvalidStudy matches (errors.Is) every StudyProblems: a study file that
@@ -50,7 +52,7 @@ func (ps StudyProblems) Err() error {
 	return ps
 }
 
-func (ps StudyProblems) Error() string { return listError(ps) }
+func (ps StudyProblems) Error() string { return problem.Render(ps) }
 
 // Is makes errors.Is(err, ErrInvalidStudy) true for every StudyProblems.
 func (ps StudyProblems) Is(target error) bool { return target == ErrInvalidStudy }

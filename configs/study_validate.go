@@ -16,6 +16,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/tfserving"
 )
 
@@ -29,221 +30,276 @@ var (
 // Keys given for a mode or runtime they do not apply to are reported: they
 // would otherwise be ignored, and the user meant something by them.
 func (s *Study) problems() Problems {
-	var ps Problems
-	oneOf := func(field, got string, allowed ...string) bool {
-		if !slices.Contains(allowed, got) {
-			ps.Add(field, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
-			return false
-		}
-		return true
-	}
-	atLeast := func(field string, got, min int) {
-		if got < min {
-			ps.Add(field, "must be >= %d, got %d", min, got)
-		}
-	}
-	positive := func(field string, d Duration) {
-		if d <= 0 {
-			ps.Add(field, "must be a positive duration, got %s", d)
-		}
-	}
-	fraction := func(field string, got float64, lowOpen, highOpen bool) {
-		bad := math.IsNaN(got) || got < 0 || got > 1 || (lowOpen && got == 0) || (highOpen && got == 1)
-		if bad {
-			lo, hi := "[0", "1]"
-			if lowOpen {
-				lo = "(0"
-			}
-			if highOpen {
-				hi = "1)"
-			}
-			ps.Add(field, "must be in %s, %s, got %v", lo, hi, got)
-		}
-	}
-	notSetUnless := func(field, cond string, applies bool) {
-		if !applies && s.IsSet(field) && !s.isDefault(field) {
-			ps.Add(field, "applies only when %s", cond)
-		}
-	}
+	chk := &studyCheck{s: s}
+	chk.name()
+	chk.target()
+	closed, open := chk.load()
+	chk.sloObjective(closed, open)
+	chk.space()
+	chk.search()
+	chk.confirmation()
+	chk.export()
+	chk.schedule()
+	return chk.ps
+}
 
+// studyCheck collects the problems of one study, section by section; its
+// helpers each check one value.
+type studyCheck struct {
+	s  *Study
+	ps Problems
+}
+
+func (chk *studyCheck) oneOf(field, got string, allowed ...string) bool {
+	if !slices.Contains(allowed, got) {
+		chk.ps.Add(field, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+		return false
+	}
+	return true
+}
+
+func (chk *studyCheck) atLeast(field string, got, min int) {
+	if got < min {
+		chk.ps.Add(field, "must be >= %d, got %d", min, got)
+	}
+}
+
+func (chk *studyCheck) positive(field string, d Duration) {
+	if d <= 0 {
+		chk.ps.Add(field, "must be a positive duration, got %s", d)
+	}
+}
+
+func (chk *studyCheck) fraction(field string, got float64, lowOpen, highOpen bool) {
+	bad := math.IsNaN(got) || got < 0 || got > 1 || (lowOpen && got == 0) || (highOpen && got == 1)
+	if bad {
+		lo, hi := "[0", "1]"
+		if lowOpen {
+			lo = "(0"
+		}
+		if highOpen {
+			hi = "1)"
+		}
+		chk.ps.Add(field, "must be in %s, %s, got %v", lo, hi, got)
+	}
+}
+
+func (chk *studyCheck) notSetUnless(field, cond string, applies bool) {
+	if !applies && chk.s.IsSet(field) && !chk.s.isDefault(field) {
+		chk.ps.Add(field, "applies only when %s", cond)
+	}
+}
+
+// name checks the study's name.
+func (chk *studyCheck) name() {
+	s := chk.s
 	switch {
 	case s.Name == "":
-		ps.Add("name", "is required")
+		chk.ps.Add("name", "is required")
 	case !studyName.MatchString(s.Name):
-		ps.Add("name", "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got %q", s.Name)
+		chk.ps.Add("name", "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got %q", s.Name)
 	}
+}
 
-	// target
+// target checks target: runtime, model, ports, flags and the runtime's
+// own section.
+func (chk *studyCheck) target() {
+	s := chk.s
 	t := s.Target
-	oneOf("target.runtime", t.Runtime, RuntimeDocker, RuntimeProcess)
+	chk.oneOf("target.runtime", t.Runtime, RuntimeDocker, RuntimeProcess)
 	inPlace := t.Runtime == RuntimeDocker && t.Docker.Container != "" && t.Docker.Image == ""
 	switch {
 	case t.Model.Name == "":
-		ps.Add("target.model.name", "is required")
+		chk.ps.Add("target.model.name", "is required")
 	case strings.ContainsAny(t.Model.Name, "/ \t"):
-		ps.Add("target.model.name", "must not contain '/' or spaces, got %q", t.Model.Name)
+		chk.ps.Add("target.model.name", "must not contain '/' or spaces, got %q", t.Model.Name)
 	}
 	if t.Runtime == RuntimeProcess && t.Model.BasePath == "" {
-		ps.Add("target.model.base_path", "is required with runtime process")
+		chk.ps.Add("target.model.base_path", "is required with runtime process")
 	}
 	if t.Model.Signature == "" {
-		ps.Add("target.model.signature", "must not be empty (TF's default is serving_default)")
+		chk.ps.Add("target.model.signature", "must not be empty (TF's default is serving_default)")
 	}
 	for _, p := range []struct {
 		field string
 		port  int
 	}{{"target.ports.grpc", t.Ports.GRPC}, {"target.ports.rest", t.Ports.REST}} {
 		if p.port < 0 || p.port > 65535 {
-			ps.Add(p.field, "must be a port in 1..65535, or 0 for a free one, got %d", p.port)
+			chk.ps.Add(p.field, "must be a port in 1..65535, or 0 for a free one, got %d", p.port)
 		}
 	}
 	if t.Ports.GRPC == t.Ports.REST && t.Ports.GRPC != 0 {
-		ps.Add("target.ports.rest", "must differ from target.ports.grpc (%d): TF Serving refuses to share them", t.Ports.GRPC)
+		chk.ps.Add("target.ports.rest", "must differ from target.ports.grpc (%d): TF Serving refuses to share them", t.Ports.GRPC)
 	}
-	s.checkFlags(&ps)
-	positive("target.start_timeout", t.StartTimeout)
+	s.checkFlags(&chk.ps)
+	chk.positive("target.start_timeout", t.StartTimeout)
 
 	d := t.Docker
 	for _, f := range []string{"image", "container", "model_dir", "env", "args", "gpus", "network", "pull"} {
-		notSetUnless("target.docker."+f, "target.runtime is docker", t.Runtime == RuntimeDocker)
+		chk.notSetUnless("target.docker."+f, "target.runtime is docker", t.Runtime == RuntimeDocker)
 	}
 	for _, f := range []string{"binary", "args", "env"} {
-		notSetUnless("target.process."+f, "target.runtime is process", t.Runtime == RuntimeProcess)
+		chk.notSetUnless("target.process."+f, "target.runtime is process", t.Runtime == RuntimeProcess)
 	}
 	if t.Runtime == RuntimeDocker {
 		switch {
 		case d.Image == "" && d.Container == "":
-			ps.Add("target.docker", "needs image (a trial container per trial) or container (tune an existing one in place)")
+			chk.ps.Add("target.docker", "needs image (a trial container per trial) or container (tune an existing one in place)")
 		case d.Image != "" && d.Container != "":
-			ps.Add("target.docker.container", "cannot be combined with target.docker.image: give the image to create trial containers, or the container to tune in place")
+			chk.ps.Add("target.docker.container", "cannot be combined with target.docker.image: give the image to create trial containers, or the container to tune in place")
 		}
 		if inPlace {
-			notSetUnless("target.docker.model_dir", "target.docker.image is set (an existing container keeps its mounts)", false)
-			notSetUnless("target.model.base_path", "target.docker.image is set (an existing container keeps its model path)", false)
+			chk.notSetUnless("target.docker.model_dir", "target.docker.image is set (an existing container keeps its mounts)", false)
+			chk.notSetUnless("target.model.base_path", "target.docker.image is set (an existing container keeps its model path)", false)
 		}
 		if strings.ContainsAny(d.Image, " \t") {
-			ps.Add("target.docker.image", "must be an image reference without spaces, got %q", d.Image)
+			chk.ps.Add("target.docker.image", "must be an image reference without spaces, got %q", d.Image)
 		}
 		if d.GPUs != "" && !gpusSpec.MatchString(d.GPUs) {
-			ps.Add("target.docker.gpus", `must be "all", a count or "device=0,1", got %q`, d.GPUs)
+			chk.ps.Add("target.docker.gpus", `must be "all", a count or "device=0,1", got %q`, d.GPUs)
 		}
-		oneOf("target.docker.pull", d.Pull, PullMissing, PullAlways, PullNever)
+		chk.oneOf("target.docker.pull", d.Pull, PullMissing, PullAlways, PullNever)
 		if t.Model.BasePath != "" && !strings.HasPrefix(t.Model.BasePath, "/") {
-			ps.Add("target.model.base_path", "must be an absolute path inside the container with runtime docker, got %q", t.Model.BasePath)
+			chk.ps.Add("target.model.base_path", "must be an absolute path inside the container with runtime docker, got %q", t.Model.BasePath)
 		}
-		checkEnv(&ps, "target.docker.env", d.Env)
+		checkEnv(&chk.ps, "target.docker.env", d.Env)
 	}
 	if t.Runtime == RuntimeProcess {
 		if t.Process.Binary == "" {
-			ps.Add("target.process.binary", "is required with runtime process")
+			chk.ps.Add("target.process.binary", "is required with runtime process")
 		}
-		checkEnv(&ps, "target.process.env", t.Process.Env)
+		checkEnv(&chk.ps, "target.process.env", t.Process.Env)
 	}
+}
 
-	// load
+// load checks load and reports its shape (closed or open loop; neither
+// when load.mode is invalid).
+func (chk *studyCheck) load() (closed, open bool) {
+	s := chk.s
 	l := s.Load
-	oneOf("load.mode", l.Mode, LoadClosed, LoadOpen)
-	closed, open := l.Mode == LoadClosed, l.Mode == LoadOpen
-	notSetUnless("load.concurrency", "load.mode is closed", closed)
-	notSetUnless("load.rate", "load.mode is open", open)
-	notSetUnless("load.arrival", "load.mode is open", open)
+	chk.oneOf("load.mode", l.Mode, LoadClosed, LoadOpen)
+	closed, open = l.Mode == LoadClosed, l.Mode == LoadOpen
+	chk.notSetUnless("load.concurrency", "load.mode is closed", closed)
+	chk.notSetUnless("load.rate", "load.mode is open", open)
+	chk.notSetUnless("load.arrival", "load.mode is open", open)
 	if closed {
-		atLeast("load.concurrency", l.Concurrency, 1)
+		chk.atLeast("load.concurrency", l.Concurrency, 1)
 	}
 	if open {
 		if !(l.Rate > 0) || math.IsInf(l.Rate, 0) {
-			ps.Add("load.rate", "must be > 0 requests/s with load.mode open, got %v", l.Rate)
+			chk.ps.Add("load.rate", "must be > 0 requests/s with load.mode open, got %v", l.Rate)
 		}
-		oneOf("load.arrival", l.Arrival, ArrivalConstant, ArrivalPoisson)
+		chk.oneOf("load.arrival", l.Arrival, ArrivalConstant, ArrivalPoisson)
 	}
-	atLeast("load.connections", l.Connections, 1)
-	oneOf("load.transport", l.Transport, TransportGRPC, TransportREST)
-	positive("load.request_timeout", l.RequestTimeout)
-	s.checkPayload(&ps)
-	atLeast("load.warmup.requests", l.Warmup.Requests, 0)
-	positive("load.warmup.max_duration", l.Warmup.MaxDuration)
-	positive("load.min_duration", l.MinDuration)
-	positive("load.max_duration", l.MaxDuration)
+	chk.atLeast("load.connections", l.Connections, 1)
+	chk.oneOf("load.transport", l.Transport, TransportGRPC, TransportREST)
+	chk.positive("load.request_timeout", l.RequestTimeout)
+	s.checkPayload(&chk.ps)
+	chk.atLeast("load.warmup.requests", l.Warmup.Requests, 0)
+	chk.positive("load.warmup.max_duration", l.Warmup.MaxDuration)
+	chk.positive("load.min_duration", l.MinDuration)
+	chk.positive("load.max_duration", l.MaxDuration)
 	if l.MaxDuration > 0 && l.MaxDuration < l.MinDuration {
-		ps.Add("load.max_duration", "must be >= load.min_duration (%s), got %s", l.MinDuration, l.MaxDuration)
+		chk.ps.Add("load.max_duration", "must be >= load.min_duration (%s), got %s", l.MinDuration, l.MaxDuration)
 	}
+	return closed, open
+}
 
-	// slo and objective
+// sloObjective checks slo, the request timeout against it, and objective
+// against the load's shape.
+func (chk *studyCheck) sloObjective(closed, open bool) {
+	s := chk.s
+	l := s.Load
 	switch {
 	case s.SLO.Latency == 0:
-		ps.Add("slo.latency", `is required: the latency bound of slo.quantile, e.g. "80ms"`)
+		chk.ps.Add("slo.latency", `is required: the latency bound of slo.quantile, e.g. "80ms"`)
 	default:
-		positive("slo.latency", s.SLO.Latency)
+		chk.positive("slo.latency", s.SLO.Latency)
 	}
-	fraction("slo.quantile", s.SLO.Quantile, true, true)
-	fraction("slo.error_rate", s.SLO.ErrorRate, false, true)
+	chk.fraction("slo.quantile", s.SLO.Quantile, true, true)
+	chk.fraction("slo.error_rate", s.SLO.ErrorRate, false, true)
 	if s.SLO.Latency > 0 && l.RequestTimeout > 0 && l.RequestTimeout <= s.SLO.Latency {
-		ps.Add("load.request_timeout", "must exceed slo.latency (%s), got %s: requests cut at the deadline would hide the latency that breaks the SLO", s.SLO.Latency, l.RequestTimeout)
+		chk.ps.Add("load.request_timeout", "must exceed slo.latency (%s), got %s: requests cut at the deadline would hide the latency that breaks the SLO", s.SLO.Latency, l.RequestTimeout)
 	}
-	if oneOf("objective", string(s.Objective), string(ObjectiveMaxThroughput), string(ObjectiveMinLatency)) {
-		switch {
-		case s.Objective == ObjectiveMaxThroughput && open:
-			ps.Add("objective", "max_throughput needs a closed-loop load (load.mode: closed): at a fixed open-loop rate the throughput is fixed too")
-		case s.Objective == ObjectiveMinLatency && closed:
-			ps.Add("objective", "min_latency needs an open-loop load (load.mode: open with load.rate): in a closed loop a slower server is sent fewer requests")
+	// The objectives, and the load each needs, are package objective's.
+	if chk.oneOf("objective", string(s.Objective), objective.Names()...) && (open || closed) {
+		if k, err := objective.Parse(string(s.Objective)); err == nil {
+			if why := k.CheckLoad(open); why != "" {
+				chk.ps.Add("objective", "%s", why)
+			}
 		}
 	}
+}
 
-	// space: its syntax only; search.NewSpace judges what it means.
+// space checks the space's syntax only; search.NewSpace judges what it
+// means.
+func (chk *studyCheck) space() {
+	s := chk.s
 	if len(s.Space) == 0 {
-		ps.Add("space", "must declare at least one parameter")
+		chk.ps.Add("space", "must declare at least one parameter")
 	}
 	for i, p := range s.Space {
 		if p.Name == "" {
-			ps.Add("space["+strconv.Itoa(i)+"]", "has no parameter name")
+			chk.ps.Add("space["+strconv.Itoa(i)+"]", "has no parameter name")
 		}
 	}
+}
 
-	// search
-	oneOf("search.strategy", s.Search.Strategy, StrategyGrid, StrategyRandom, StrategyHillClimb, StrategyBayes)
-	atLeast("search.trials", s.Search.Trials, 1)
+// search checks search.
+func (chk *studyCheck) search() {
+	s := chk.s
+	checkStrategy(&chk.ps, s.Search.Strategy) // the names package search declares
+	chk.atLeast("search.trials", s.Search.Trials, 1)
 	if s.Search.Parallelism != 1 {
-		ps.Add("search.parallelism", "is reserved and must be 1 (trials against one server run one at a time), got %d", s.Search.Parallelism)
+		chk.ps.Add("search.parallelism", "is reserved and must be 1 (trials against one server run one at a time), got %d", s.Search.Parallelism)
 	}
-	atLeast("search.max_failures", s.Search.MaxFailures, 1)
+	chk.atLeast("search.max_failures", s.Search.MaxFailures, 1)
+}
 
-	// confirmation
-	atLeast("confirmation.top_k", s.Confirmation.TopK, 1)
-	atLeast("confirmation.repeats", s.Confirmation.Repeats, 2)
+// confirmation checks confirmation.
+func (chk *studyCheck) confirmation() {
+	s := chk.s
+	chk.atLeast("confirmation.top_k", s.Confirmation.TopK, 1)
+	chk.atLeast("confirmation.repeats", s.Confirmation.Repeats, 2)
 	if c := s.Confirmation.Confidence; !(c >= 0.5 && c < 1) {
-		ps.Add("confirmation.confidence", "must be in [0.5, 1), got %v", c)
+		chk.ps.Add("confirmation.confidence", "must be in [0.5, 1), got %v", c)
 	}
+}
 
-	// export
+// export checks export.
+func (chk *studyCheck) export() {
+	s := chk.s
 	if s.Export.Path == "" && s.Name != "" {
-		ps.Add("export.path", "must not be empty") // its default derives from the name
+		chk.ps.Add("export.path", "must not be empty") // its default derives from the name
 	}
 	if s.Export.FlagsPath != "" && s.Export.FlagsPath == s.Export.Path {
-		ps.Add("export.flags_path", "must differ from export.path")
+		chk.ps.Add("export.flags_path", "must differ from export.path")
 	}
+}
 
-	// schedule
+// schedule checks schedule.
+func (chk *studyCheck) schedule() {
+	s := chk.s
 	sc := s.Schedule
 	if sc.Cron != "" {
 		if strings.HasPrefix(sc.Cron, "TZ=") || strings.HasPrefix(sc.Cron, "CRON_TZ=") {
-			ps.Add("schedule.cron", "gives its time zone in schedule.time_zone, not in the expression")
+			chk.ps.Add("schedule.cron", "gives its time zone in schedule.time_zone, not in the expression")
 		} else if _, err := cron.ParseStandard(sc.Cron); err != nil {
-			ps.Add("schedule.cron", "is not a cron expression (minute hour day-of-month month day-of-week, or @daily...): %v", err)
+			chk.ps.Add("schedule.cron", "is not a cron expression (minute hour day-of-month month day-of-week, or @daily...): %v", err)
 		}
 	}
 	if sc.TimeZone == "" {
-		ps.Add("schedule.time_zone", `must name a time zone ("UTC", "Local", "Europe/Berlin")`)
+		chk.ps.Add("schedule.time_zone", `must name a time zone ("UTC", "Local", "Europe/Berlin")`)
 	} else if _, err := time.LoadLocation(sc.TimeZone); err != nil {
-		ps.Add("schedule.time_zone", "is not a known time zone: %q", sc.TimeZone)
+		chk.ps.Add("schedule.time_zone", "is not a known time zone: %q", sc.TimeZone)
 	}
-	atLeast("schedule.trials", sc.Trials, 1)
-	fraction("schedule.accept_margin", sc.AcceptMargin, false, true)
-	fraction("schedule.degradation_threshold", sc.DegradationThreshold, true, true)
+	chk.atLeast("schedule.trials", sc.Trials, 1)
+	chk.fraction("schedule.accept_margin", sc.AcceptMargin, false, true)
+	chk.fraction("schedule.degradation_threshold", sc.DegradationThreshold, true, true)
 	if len(sc.Rollout) > 0 && sc.Rollout[0] == "" {
-		ps.Add("schedule.rollout[0]", "must name the command to run")
+		chk.ps.Add("schedule.rollout[0]", "must name the command to run")
 	}
-	positive("schedule.rollout_timeout", sc.RolloutTimeout)
-	return ps
+	chk.positive("schedule.rollout_timeout", sc.RolloutTimeout)
 }
 
 func (s *Study) checkPayload(ps *Problems) {

@@ -130,6 +130,7 @@ func ParseArgs(args []string) (Args, error) {
 		}
 		v, err := checkValue(def.kind, value, hasValue)
 		if err != nil {
+			//lint:ignore ST1005 the text is TensorFlow Serving's own, which the emulator reproduces.
 			return a, fmt.Errorf("%w: Couldn't interpret value %s for flag %s.", ErrConfig, strconv.Quote(value), name)
 		}
 		if def.reject && v != "" && v != "false" {

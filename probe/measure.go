@@ -13,64 +13,6 @@ import (
 	"github.com/batchtune/batchtune/configs"
 )
 
-// Load is the fixed load of a run: closed loop (Concurrency > 0) or open
-// loop (Rate > 0), never both.
-type Load struct {
-	// Concurrency is the number of requests kept in flight (closed loop).
-	Concurrency int `json:"concurrency,omitempty"`
-	// Rate is the offered rate in requests per second (open loop). Each
-	// request's latency counts from its intended send time.
-	Rate float64 `json:"rate,omitempty"`
-	// Poisson spaces open-loop requests as a Poisson process (seeded by
-	// Seed) instead of evenly.
-	Poisson bool   `json:"poisson,omitempty"`
-	Seed    uint64 `json:"seed,omitempty"`
-	// MaxWorkers bounds the open-loop requests in flight, DefaultMaxWorkers
-	// when 0. Workers are added only when a request falls due and none is
-	// idle.
-	MaxWorkers int `json:"max_workers,omitempty"`
-}
-
-// DefaultMaxWorkers bounds open-loop concurrency unless Load says otherwise.
-const DefaultMaxWorkers = 4096
-
-// Open reports whether l is an open-loop load.
-func (l Load) Open() bool { return l.Rate > 0 }
-
-func (l Load) String() string {
-	if l.Open() {
-		s := fmt.Sprintf("open loop %g req/s", l.Rate)
-		if l.Poisson {
-			s += " (Poisson)"
-		}
-		return s
-	}
-	return fmt.Sprintf("closed loop, concurrency %d", l.Concurrency)
-}
-
-func (l Load) problems(ps *configs.Problems) {
-	switch {
-	case l.Concurrency > 0 && l.Rate > 0:
-		ps.Add("load", "give concurrency (closed loop) or rate (open loop), not both")
-	case l.Concurrency < 0:
-		ps.Add("load.concurrency", "must be >= 1, got %d", l.Concurrency)
-	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
-		ps.Add("load.rate", "must be a positive number of requests per second, got %g", l.Rate)
-	case l.Concurrency == 0 && l.Rate == 0:
-		ps.Add("load", "give concurrency (closed loop) or rate (open loop)")
-	}
-	if l.MaxWorkers < 0 {
-		ps.Add("load.max_workers", "must be >= 1, got %d", l.MaxWorkers)
-	}
-}
-
-func (l Load) pacer() Pacer {
-	if l.Poisson {
-		return NewPoissonPacer(l.Rate, l.Seed)
-	}
-	return ConstantPacer{Freq: l.Rate}
-}
-
 // Phase names what a run is doing, for progress displays.
 type Phase string
 
@@ -227,127 +169,6 @@ func (m MeasureOptions) problems(ps *configs.Problems) {
 	}
 }
 
-// runSpec is what differs between a warmup and a measurement.
-type runSpec struct {
-	load      Load
-	phase     Phase
-	bucket    time.Duration
-	windowLen time.Duration
-	sloNS     int64
-	drain     time.Duration
-	progress  func(Progress)
-	// decide is asked every tick whether to stop.
-	decide func(now int64, a *aggregator, slowInFlight int, windowClosed bool) (StopReason, string)
-}
-
-type runOut struct {
-	e          *engine
-	a          *aggregator
-	reason     StopReason
-	detail     string
-	stopAt     int64
-	peakWorker int
-	cause      error
-}
-
-// run drives one load run on the calling goroutine: it starts the workers,
-// collects and aggregates every tick, asks spec.decide whether to stop,
-// then drains, cancels what is left and flushes the aggregate.
-func (c *Client) run(ctx context.Context, spec runSpec) runOut {
-	e := newEngine(ctx, c.snd, len(c.reqs))
-	e.timeout = c.o.RequestTimeout
-	a := newAggregator(spec.bucket, spec.load.Open(), time.Duration(spec.sloNS), spec.windowLen)
-	if spec.load.Open() {
-		mw := spec.load.MaxWorkers
-		if mw == 0 {
-			mw = DefaultMaxWorkers
-		}
-		e.startOpen(spec.load.pacer(), max(8, c.o.Connections), mw)
-	} else {
-		e.startClosed(spec.load.Concurrency)
-	}
-	out := runOut{e: e, a: a}
-	report := func(phase Phase, now int64, inFlight int) {
-		if spec.progress == nil {
-			return
-		}
-		p := Progress{Phase: phase, Elapsed: time.Duration(now), OK: a.byCode[codes.OK], Errors: a.failed(),
-			P99: usToDur(a.latency.ValueAtQuantile(99)), InFlight: inFlight}
-		if n := len(a.series); n > 0 {
-			p.QPS = float64(a.series[n-1].OK) / spec.bucket.Seconds()
-		}
-		spec.progress(p)
-	}
-	report(spec.phase, 0, 0)
-	ticker := time.NewTicker(tick)
-	defer ticker.Stop()
-	for out.reason == "" {
-		select {
-		case <-ticker.C:
-		case <-ctx.Done():
-			out.reason, out.detail, out.cause = StopCancelled, context.Cause(ctx).Error(), context.Cause(ctx)
-			continue
-		}
-		now := e.now()
-		e.collect(a)
-		busy, slowInFlight := e.census(now, spec.sloNS)
-		workers := e.workers()
-		out.peakWorker = max(out.peakWorker, workers)
-		finalised, closed := a.advance(now, e.dispatched.Load(), busy, workers)
-		if finalised {
-			report(spec.phase, now, busy)
-		}
-		out.reason, out.detail = spec.decide(now, a, slowInFlight, closed)
-	}
-	out.stopAt = e.now()
-	a.stopAt = out.stopAt
-	e.stop()
-
-	// Drain: let requests in flight finish (unless the caller gave up).
-	report(PhaseDraining, out.stopAt, 0)
-	allDone := make(chan struct{})
-	go func() { e.wg.Wait(); close(allDone) }()
-	drain := time.NewTimer(spec.drain)
-	defer drain.Stop()
-	if out.reason == StopCancelled {
-		e.abort()
-	}
-	ctxDone := ctx.Done()
-drainLoop:
-	for {
-		select {
-		case <-allDone:
-			break drainLoop
-		case <-ticker.C:
-			e.collect(a)
-		case <-drain.C:
-			e.abort()
-		case <-ctxDone:
-			e.abort()
-			ctxDone = nil
-		}
-	}
-	e.collect(a)
-	a.flush(e.dispatched.Load())
-	e.cancel()
-	out.peakWorker = max(out.peakWorker, e.workers())
-	return out
-}
-
-// upperHits counts the requests an open-loop schedule sends before d (0
-// when there are too many to count).
-func upperHits(p Pacer, d time.Duration) int64 {
-	const limit = 50_000_000
-	var n uint64
-	for ; n < limit; n++ {
-		wait, stop := p.Pace(0, n)
-		if stop || wait >= d {
-			return int64(n)
-		}
-	}
-	return 0
-}
-
 // Measure runs the load until the stopping rule, an SLO breach, MaxDuration
 // or ctx says stop, and returns the Result. Warmup should come first: every
 // request of this call counts. Bad options return an error wrapping
@@ -408,6 +229,33 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 		last = rule.evaluate(a.windows, a.latency)
 	}
 
+	r.fillCounts(load, out)
+	r.Stability = last
+	r.fillGenerator(load, out, cpu1-cpu0, cpuOK)
+	r.judgeValidity(load, out, m, cpuOK)
+
+	after, scrapeErr2 := c.scrape(ctx)
+	switch {
+	case scrapeErr != nil:
+		r.Server.Error = scrapeErr.Error()
+	case scrapeErr2 != nil:
+		r.Server.Error = scrapeErr2.Error()
+	case before != nil && after != nil:
+		r.Server = DeltaMetrics(before, after, c.t.Model)
+	default:
+		r.Server.Error = "not scraped: no metrics URL (give the REST address or a metrics URL)"
+	}
+	c.log.Debug("probe: measure end", "model", c.t.Model, "stop", r.StopReason, "qps", r.QPS, "p99", r.Latency.P99, "valid", r.Valid)
+	if out.cause != nil {
+		return r, fmt.Errorf("probe: measurement cancelled: %w", out.cause)
+	}
+	return r, nil
+}
+
+// fillCounts sets r's counts, rates, percentiles and series from a run's
+// aggregate.
+func (r *Result) fillCounts(load Load, out runOut) {
+	a := out.a
 	r.StopReason, r.StopDetail = out.reason, out.detail
 	r.Duration = time.Duration(out.stopAt)
 	r.OK = a.byCode[codes.OK]
@@ -432,13 +280,19 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 	}
 	r.Latency = PercentilesOf(a.latency)
 	r.ServiceTime = PercentilesOf(a.service)
-	r.Stability = last
 	r.Series = a.series
+}
+
+// fillGenerator sets what the generator itself did: its cores, workers,
+// CPU time (cpu, when cpuOK) and, open loop, its pacing lag. It needs
+// fillCounts' Duration and Requests.
+func (r *Result) fillGenerator(load Load, out runOut, cpu time.Duration, cpuOK bool) {
+	a := out.a
 	g := &r.Generator
 	g.Cores = runtime.GOMAXPROCS(0)
 	g.PeakWorkers = out.peakWorker
 	if cpuOK {
-		g.CPU = cpu1 - cpu0
+		g.CPU = cpu
 		if r.Duration > 0 {
 			g.CPUUtil = g.CPU.Seconds() / (r.Duration.Seconds() * float64(g.Cores))
 		}
@@ -458,8 +312,13 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 			g.LagMax = usToDur(a.lag.Max())
 		}
 	}
+}
 
-	// Validity: only the generator's own failings invalidate a run.
+// judgeValidity sets Valid, InvalidReason, RateKept and RateNote: only the
+// generator's own failings invalidate a run. It needs fillCounts' and
+// fillGenerator's figures.
+func (r *Result) judgeValidity(load Load, out runOut, m MeasureOptions, cpuOK bool) {
+	g := &r.Generator
 	r.Valid = true
 	r.RateKept = true
 	var invalid []string
@@ -496,23 +355,6 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 		r.Valid = false
 		r.InvalidReason = strings.Join(invalid, "; ")
 	}
-
-	after, scrapeErr2 := c.scrape(ctx)
-	switch {
-	case scrapeErr != nil:
-		r.Server.Error = scrapeErr.Error()
-	case scrapeErr2 != nil:
-		r.Server.Error = scrapeErr2.Error()
-	case before != nil && after != nil:
-		r.Server = DeltaMetrics(before, after, c.t.Model)
-	default:
-		r.Server.Error = "not scraped: no metrics URL (give the REST address or a metrics URL)"
-	}
-	c.log.Debug("probe: measure end", "model", c.t.Model, "stop", r.StopReason, "qps", r.QPS, "p99", r.Latency.P99, "valid", r.Valid)
-	if out.cause != nil {
-		return r, fmt.Errorf("probe: measurement cancelled: %w", out.cause)
-	}
-	return r, nil
 }
 
 func (c *Client) scrape(ctx context.Context) (*MetricsSnapshot, error) {
@@ -522,118 +364,4 @@ func (c *Client) scrape(ctx context.Context) (*MetricsSnapshot, error) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return Scrape(sctx, c.http, c.metricsURL)
-}
-
-// WarmupOptions configures Warmup. Zero fields take the defaults named;
-// the zero value warms up until latency settles.
-type WarmupOptions struct {
-	// Requests is the fewest successful requests to send; 0 requires none.
-	Requests int64
-	// UntilSettled keeps warming, after Requests, until latency settles.
-	// It is implied when Requests is 0.
-	UntilSettled bool
-	// MaxDuration caps the warmup; default 30s. Reaching it is not an
-	// error: WarmupResult.Settled says whether latency settled.
-	MaxDuration time.Duration
-	// MinDuration is the shortest warmup that waits for settling; default 1s.
-	MinDuration time.Duration
-	// Bucket is the length over which each median is taken; default 250ms.
-	Bucket time.Duration
-	// Tolerance: latency has settled when the medians of the last three
-	// buckets (each with >= 10 successful requests) lie within ±Tolerance
-	// of their mean; default 0.10.
-	Tolerance float64
-	Progress  func(Progress)
-}
-
-// WarmupResult says how a warmup went. Its requests count in no figure of
-// a later Measure.
-type WarmupResult struct {
-	Requests   int64           `json:"requests"`
-	Errors     int64           `json:"errors"`
-	Duration   time.Duration   `json:"duration_ns"`
-	Settled    bool            `json:"settled"`
-	StopReason StopReason      `json:"stop_reason"`
-	Medians    []time.Duration `json:"medians_ns"` // per bucket, the curve that settled
-}
-
-// Warmup sends the load until opts.Requests have succeeded and, when asked
-// (or when no count is given), latency has settled; after one checked request: a payload the server rejects fails here with
-// ErrRequestsFail and the server's words, as does a warmup in which every
-// request failed.
-func (c *Client) Warmup(ctx context.Context, load Load, o *WarmupOptions) (*WarmupResult, error) {
-	var w WarmupOptions
-	if o != nil {
-		w = *o
-	}
-	if w.MaxDuration == 0 {
-		w.MaxDuration = 30 * time.Second
-	}
-	if w.MinDuration == 0 {
-		w.MinDuration = time.Second
-	}
-	if w.Bucket == 0 {
-		w.Bucket = 250 * time.Millisecond
-	}
-	if w.Tolerance == 0 {
-		w.Tolerance = 0.10
-	}
-	var ps configs.Problems
-	load.problems(&ps)
-	if w.Requests < 0 {
-		ps.Add("warmup.requests", "must be >= 0, got %d", w.Requests)
-	}
-	if w.Bucket < tick {
-		ps.Add("warmup.bucket", "must be >= %s, got %s", tick, w.Bucket)
-	}
-	if !(w.Tolerance > 0 && w.Tolerance < 1) {
-		ps.Add("warmup.tolerance", "must be in (0, 1), got %g", w.Tolerance)
-	}
-	if w.MinDuration > w.MaxDuration {
-		ps.Add("warmup.min_duration", "%s is over max_duration %s", w.MinDuration, w.MaxDuration)
-	}
-	if err := ps.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
-	}
-	if err := c.Check(ctx); err != nil {
-		return nil, err
-	}
-	untilSettled := w.UntilSettled || w.Requests == 0
-	spec := runSpec{
-		load: load, phase: PhaseWarming, bucket: w.Bucket, drain: 2 * time.Second, progress: w.Progress,
-		decide: func(now int64, a *aggregator, _ int, _ bool) (StopReason, string) {
-			if a.byCode[codes.OK] >= w.Requests {
-				if !untilSettled {
-					return StopWarmupCount, ""
-				}
-				if now >= int64(w.MinDuration) && settled(a.lastP50s(10), w.Tolerance) {
-					return StopWarmedUp, ""
-				}
-			}
-			if now >= int64(w.MaxDuration) {
-				return StopMaxDuration, ""
-			}
-			return "", ""
-		},
-	}
-	out := c.run(ctx, spec)
-	a := out.a
-	res := &WarmupResult{
-		Requests: a.completed(), Errors: a.failed(), Duration: time.Duration(out.stopAt),
-		StopReason: out.reason, Settled: out.reason == StopWarmedUp || out.reason == StopWarmupCount,
-		Medians: a.lastP50s(1),
-	}
-	if out.cause != nil {
-		return res, fmt.Errorf("probe: warmup cancelled: %w", out.cause)
-	}
-	if res.Requests > 0 && res.Errors == res.Requests {
-		var codesSeen []string
-		for code, n := range a.byCode {
-			if n > 0 {
-				codesSeen = append(codesSeen, fmt.Sprintf("%s ×%d", codes.Code(code), n))
-			}
-		}
-		return res, fmt.Errorf("%w: warmup: all %d requests failed (%s)", ErrRequestsFail, res.Requests, strings.Join(codesSeen, ", "))
-	}
-	return res, nil
 }

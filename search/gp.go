@@ -24,7 +24,6 @@ type gp struct {
 	mean, std  float64   // standardisation of the targets
 	u          blas64.Triangular
 	alpha      []float64 // K⁻¹ y (standardised)
-	logML      float64   // log marginal likelihood at the fitted hyperparameters
 	fitPoints  int       // how many points the hyperparameters were fitted on
 	fitFailure error     // non-nil when every start failed and defaults were used
 }

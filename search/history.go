@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/objective"
 )
 
 // Outcome is how a trial ended, as the tuner records it (katib's trial
@@ -68,109 +68,21 @@ func (o Outcome) ran() bool {
 	return o == Succeeded || o == Failed || o == EarlyStopped || o == Invalid
 }
 
-// ObjectiveKind is what a study optimises.
-type ObjectiveKind int
-
-const (
-	// MaxThroughput maximises achieved QPS at a fixed closed-loop
-	// concurrency, subject to P99 ≤ SLO and error rate ≤ budget.
-	MaxThroughput ObjectiveKind = iota + 1
-	// MinLatency minimises P99 at a fixed open-loop rate, subject to
-	// achieving the rate (and error rate ≤ budget).
-	MinLatency
+// ObjectiveKind, Direction and Objective are package objective's: what a
+// study optimises, which way is better, and the constraints a trial must
+// meet to be feasible (the SLO itself is in the space's Rules).
+type (
+	ObjectiveKind = objective.Kind
+	Direction     = objective.Direction
+	Objective     = objective.Objective
 )
 
-var objectiveNames = []string{"", "max_throughput", "min_latency"}
-
-func (k ObjectiveKind) String() string {
-	if k <= 0 || int(k) >= len(objectiveNames) {
-		return fmt.Sprintf("ObjectiveKind(%d)", int(k))
-	}
-	return objectiveNames[k]
-}
-
-// MarshalText writes the objective's name.
-func (k ObjectiveKind) MarshalText() ([]byte, error) {
-	if k <= 0 || int(k) >= len(objectiveNames) {
-		return nil, fmt.Errorf("search: unknown objective %d", int(k))
-	}
-	return []byte(objectiveNames[k]), nil
-}
-
-// UnmarshalText reads max_throughput or min_latency.
-func (k *ObjectiveKind) UnmarshalText(b []byte) error {
-	for i := 1; i < len(objectiveNames); i++ {
-		if objectiveNames[i] == string(b) {
-			*k = ObjectiveKind(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("search: unknown objective %q; use max_throughput or min_latency", b)
-}
-
-// Direction says whether larger or smaller objective values are better.
-type Direction int
-
 const (
-	Maximize Direction = iota + 1
-	Minimize
+	MaxThroughput = objective.MaxThroughput
+	MinLatency    = objective.MinLatency
+	Maximize      = objective.Maximize
+	Minimize      = objective.Minimize
 )
-
-func (d Direction) String() string {
-	switch d {
-	case Maximize:
-		return "maximize"
-	case Minimize:
-		return "minimize"
-	}
-	return fmt.Sprintf("Direction(%d)", int(d))
-}
-
-// Objective is what a study optimises and the constraints a trial must meet
-// to be feasible. The SLO itself is in the space's Rules.
-type Objective struct {
-	Kind ObjectiveKind
-	// ErrorBudget is the largest error rate (failed / sent requests) a
-	// feasible trial may have, in [0, 1).
-	ErrorBudget float64
-	// Rate is the open-loop request rate (per second) a MinLatency trial
-	// must achieve. Unused for MaxThroughput.
-	Rate float64
-}
-
-// Direction is Maximize for MaxThroughput (QPS) and Minimize for MinLatency
-// (P99).
-func (o Objective) Direction() Direction {
-	if o.Kind == MinLatency {
-		return Minimize
-	}
-	return Maximize
-}
-
-// Better reports whether objective value a is strictly better than b.
-func (o Objective) Better(a, b float64) bool {
-	if o.Direction() == Minimize {
-		return a < b
-	}
-	return a > b
-}
-
-// Validate reports every problem with o, with field paths under objective.
-func (o Objective) Validate() error {
-	var ps configs.Problems
-	switch o.Kind {
-	case MaxThroughput, MinLatency:
-	default:
-		ps.Add("objective.kind", "must be max_throughput or min_latency, got %s", o.Kind)
-	}
-	if !(o.ErrorBudget >= 0 && o.ErrorBudget < 1) {
-		ps.Add("objective.error_budget", "must be in [0, 1), got %v", o.ErrorBudget)
-	}
-	if o.Kind == MinLatency && !(o.Rate > 0) {
-		ps.Add("objective.rate", "min_latency needs the rate to hold, got %v", o.Rate)
-	}
-	return ps.Err()
-}
 
 // Trial is one history entry: what the tuner knows about a configuration it
 // suggested, ran or refused.

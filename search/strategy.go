@@ -3,7 +3,6 @@ package search
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,44 +60,6 @@ type Suggestion struct {
 	// quasi-random, tf-defaults, recipe, neighbourhood, step, restart,
 	// expected-improvement, feasibility).
 	Reason string
-}
-
-// Names lists the strategies New knows.
-func Names() []string { return []string{"grid", "random", "hillclimb", "bayes"} }
-
-// New returns the named strategy configured from settings (a study's
-// search.settings: name → value). Unknown names and invalid values are
-// reported together, with field paths under search.settings.
-func New(name string, settings map[string]string) (Strategy, error) {
-	sp := settingParser{raw: settings}
-	var s Strategy
-	switch name {
-	case "grid":
-		s = &Grid{}
-	case "random":
-		s = &Random{}
-	case "hillclimb":
-		h := &HillClimb{}
-		h.Radius = sp.float("radius", 0)
-		h.MinInitialized = sp.int("min_initialized", 0)
-		h.Magnitude = sp.float("magnitude", 0)
-		s = h
-	case "bayes":
-		b := &Bayes{}
-		b.Init = sp.int("init", 0)
-		b.Candidates = sp.int("candidates", 0)
-		b.Xi = sp.float("xi", 0)
-		b.PriorStrength = sp.float("prior_strength", 0)
-		b.FitMax = sp.int("fit_max", 0)
-		s = b
-	default:
-		return nil, fmt.Errorf("%w %q; known: %s", ErrUnknownStrategy, name, strings.Join(Names(), ", "))
-	}
-	sp.unknown()
-	if err := sp.ps.Err(); err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // settingParser reads string settings, collecting problems.
@@ -213,13 +174,6 @@ func (s *Space) canonical(c Config) Config {
 		out[i] = a
 	}
 	return out
-}
-
-// rngFor returns the generator for one call: seeded by the study's seed, the
-// history's length and the strategy, so consecutive calls differ and equal
-// calls agree.
-func rngFor(req Request, salt uint64) *rand.Rand {
-	return rand.New(rand.NewPCG(req.Seed, uint64(len(req.History))<<8^salt))
 }
 
 // walk calls fn with the index vector of every point of the space in grid

@@ -22,7 +22,9 @@ import (
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/store/storetest"
 	"github.com/batchtune/batchtune/tuner"
-	"github.com/batchtune/batchtune/tuner/runtime/target"
+	"github.com/batchtune/batchtune/tuner/runtime"
+	_ "github.com/batchtune/batchtune/tuner/runtime/docker"  // registers target.runtime docker
+	_ "github.com/batchtune/batchtune/tuner/runtime/process" // registers target.runtime process
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -72,7 +74,7 @@ space:
 // runStudy runs s once with the runtime its target names.
 func runStudy(t *testing.T, ctx context.Context, s *configs.Study, db *store.DB) (*tuner.Report, error) {
 	t.Helper()
-	rt, err := target.New(s.Target, target.Options{Study: s.Name, StateDir: t.TempDir()})
+	rt, err := runtime.New(s.Target, runtime.Options{Study: s.Name, StateDir: t.TempDir()})
 	if err != nil {
 		return nil, err
 	}

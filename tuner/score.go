@@ -75,17 +75,14 @@ func score(s *configs.Study, r *probe.Result) verdict {
 	if r.ErrorRate > s.SLO.ErrorRate {
 		problems = append(problems, fmt.Sprintf("error rate %.4f > budget %.4f (%s)", r.ErrorRate, s.SLO.ErrorRate, topErrors(r.Errors)))
 	}
-	var obj float64
-	switch s.Objective {
-	case configs.ObjectiveMinLatency:
-		obj = lat.Seconds()
+	kind := Objective(s).Kind
+	obj := kind.Value(r.QPS, lat)
+	if kind.OpenLoop() { // feasible only at the offered rate
 		if !r.RateKept {
 			problems = append(problems, "offered rate not kept: "+r.RateNote)
 		} else if r.QPS < r.OfferedRate*(1-rateShortfall) {
 			problems = append(problems, fmt.Sprintf("achieved %.1f req/s of %.1f offered", r.QPS, r.OfferedRate))
 		}
-	default:
-		obj = r.QPS
 	}
 	v.Objective = &obj
 	v.Feasible = len(problems) == 0

@@ -3,7 +3,6 @@ package tuner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	goruntime "runtime"
@@ -12,11 +11,11 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tfserving"
 	"github.com/batchtune/batchtune/tuner/runtime"
-	"github.com/batchtune/batchtune/tuner/runtime/docker"
 )
 
 // Stages of a run, as events and trials name them.
@@ -77,7 +76,7 @@ type Tuner struct {
 	prober    Prober
 	space     *search.Space
 	strategy  search.Strategy
-	objective search.Objective
+	objective objective.Objective
 	stopRule  search.StopRule
 	baseline  reference
 	log       *slog.Logger
@@ -100,11 +99,16 @@ func Rules(s *configs.Study, cores, gpus int) search.Rules {
 	return search.Rules{SLO: s.SLO.Latency.D(), Cores: cores, GPUs: gpus}
 }
 
-// Objective is the study's objective in the search package's terms.
-func Objective(s *configs.Study) search.Objective {
-	o := search.Objective{Kind: search.MaxThroughput, ErrorBudget: s.SLO.ErrorRate}
-	if s.Objective == configs.ObjectiveMinLatency {
-		o.Kind, o.Rate = search.MinLatency, s.Load.Rate
+// Objective is the study's objective (package objective's terms, which
+// search shares): a study that names none, or one unknown, maximises
+// throughput, as validation would have refused it.
+func Objective(s *configs.Study) objective.Objective {
+	o := objective.Objective{Kind: objective.MaxThroughput, ErrorBudget: s.SLO.ErrorRate}
+	if k, err := s.Objective.Kind(); err == nil {
+		o.Kind = k
+	}
+	if o.Kind.OpenLoop() {
+		o.Rate = s.Load.Rate
 	}
 	return o
 }
@@ -195,6 +199,9 @@ func settings(m map[string]any) map[string]string {
 
 // Space is the study's search space.
 func (t *Tuner) Space() *search.Space { return t.space }
+
+// Objective is what the study optimises.
+func (t *Tuner) Objective() objective.Objective { return t.objective }
 
 // launch is what the runtime runs for configuration c.
 func (t *Tuner) launch(c search.Config) runtime.Config {
@@ -289,23 +296,20 @@ func newReference(label string, p *tfserving.BatchingParameters, intra, inter, c
 	}
 }
 
-// ProductionReader is implemented by runtimes that tune a user's server in
-// place and can read what it runs with today (the docker runtime with an
-// existing container).
-type ProductionReader interface {
-	Production(ctx context.Context) (docker.Production, error)
-}
-
 // productionBaseline makes the baseline the configuration the user's
-// server runs with today, when the runtime can read it and the study names
-// no baseline file: that, not TF's defaults, is what a change is measured
-// against.
+// server runs with today, when the runtime tunes one in place
+// (runtime.InPlace) and the study names no baseline file: that, not TF's
+// defaults, is what a change is measured against.
 func (t *Tuner) productionBaseline(ctx context.Context) error {
-	pr, ok := t.rt.(ProductionReader)
-	if !ok || t.study.Confirmation.Baseline != "" || t.study.Target.Docker.Container == "" {
+	ip, ok := t.rt.(runtime.InPlace)
+	if !ok || t.study.Confirmation.Baseline != "" {
 		return nil
 	}
-	prod, err := pr.Production(ctx)
+	name := ip.InPlace()
+	if name == "" {
+		return nil
+	}
+	prod, err := ip.Production(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the production configuration: %w", err)
 	}
@@ -314,7 +318,7 @@ func (t *Tuner) productionBaseline(ctx context.Context) error {
 		return fmt.Errorf("production batching.config %s: %w", prod.BatchingPath, err)
 	}
 	intra, inter := threadFlags(prod.Args)
-	t.baseline = newReference("production ("+t.study.Target.Docker.Container+")", p, intra, inter, t.cores)
+	t.baseline = newReference("production ("+name+")", p, intra, inter, t.cores)
 	return nil
 }
 
@@ -404,9 +408,4 @@ func encodeResult(v any) json.RawMessage {
 		return nil
 	}
 	return b
-}
-
-// isInterrupt reports whether err is the run's context ending.
-func isInterrupt(ctx context.Context, err error) bool {
-	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrInterrupted))
 }

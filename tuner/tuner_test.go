@@ -15,7 +15,6 @@ import (
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/store/storetest"
 	"github.com/batchtune/batchtune/tuner/runtime"
-	"github.com/batchtune/batchtune/tuner/runtime/docker"
 )
 
 func newTestTuner(t *testing.T, s *configs.Study, db *store.DB, rt *fakeRuntime, p *fakeProber, observe func(Event)) *Tuner {
@@ -398,17 +397,20 @@ func TestGainOverAProductionBaseline(t *testing.T) {
 // can say what that container runs with.
 type prodRuntime struct {
 	fakeRuntime
-	prod docker.Production
+	name string
+	prod runtime.Production
 }
 
-func (r *prodRuntime) Production(context.Context) (docker.Production, error) { return r.prod, nil }
+func (r *prodRuntime) InPlace() string { return r.name }
+
+func (r *prodRuntime) Production(context.Context) (runtime.Production, error) { return r.prod, nil }
 
 func TestBaselineIsWhatProductionRuns(t *testing.T) {
 	s := testStudy(t, "")
 	s.Target.Runtime = configs.RuntimeDocker
 	s.Target.Docker = configs.DockerTarget{Container: "ranker-prod"}
 	db := storetest.Open(t)
-	rt := &prodRuntime{prod: docker.Production{
+	rt := &prodRuntime{name: "ranker-prod", prod: runtime.Production{
 		Args: []string{"--port=8500", "--enable_batching", "--batching_parameters_file=/etc/tfs/batching.config", "--tensorflow_intra_op_parallelism=3",
 			"--tensorflow_inter_op_parallelism", "2"}, // both of the forms TF's flags take
 		Batching:     []byte("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 500 }\n"),

@@ -217,8 +217,5 @@ func pct(f float64) string { return fmt.Sprintf("%g%%", 100*f) }
 
 // fmtObjective renders an objective value in its unit.
 func (t *Tuner) fmtObjective(v float64) string {
-	if t.maximize() {
-		return fmt.Sprintf("%.1f req/s", v)
-	}
-	return qname(t.study.SLO.Quantile) + " " + secs(v)
+	return t.objective.Kind.Format(v, qname(t.study.SLO.Quantile))
 }

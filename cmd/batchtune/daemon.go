@@ -18,7 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/batchtune/batchtune/tuner"
+	"github.com/batchtune/batchtune/internal/atomicfile"
 	"github.com/batchtune/batchtune/tuner/daemon"
 )
 
@@ -221,7 +221,7 @@ func writeDaemonInfo(path string, info daemonInfo) error {
 	if err != nil {
 		return err
 	}
-	return tuner.WriteFileAtomic(path, append(data, '\n'))
+	return atomicfile.Write(path, append(data, '\n'), 0o644)
 }
 
 // readDaemonInfo returns the record of a daemon that is alive.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/batchtune/batchtune/internal/atomicfile"
 	"github.com/batchtune/batchtune/store"
-	"github.com/batchtune/batchtune/tuner"
 )
 
 func exportCommand() *cli.Command {
@@ -49,7 +49,7 @@ func exportCommand() *cli.Command {
 				return fmt.Errorf("export: --format: want config, flags or json, got %q", c.String("format"))
 			}
 			if path := c.String("output"); path != "" {
-				return tuner.WriteFileAtomic(path, out)
+				return atomicfile.Write(path, out, 0o644)
 			}
 			_, err = c.App.Writer.Write(out)
 			return err

@@ -20,7 +20,7 @@ import (
 	"github.com/batchtune/batchtune/report"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
-	"github.com/batchtune/batchtune/tuner/runtime/target"
+	"github.com/batchtune/batchtune/tuner/runtime"
 )
 
 func tuneCommand() *cli.Command {
@@ -76,7 +76,7 @@ func runTune(c *cli.Context) error {
 		return err
 	}
 
-	rt, err := target.New(study.Target, target.Options{Study: study.Name, StateDir: c.String("state-dir"), Logger: log})
+	rt, err := runtime.New(study.Target, runtime.Options{Study: study.Name, StateDir: c.String("state-dir"), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -247,6 +247,7 @@ func printReport(w io.Writer, t *tuner.Tuner, rep *tuner.Report) {
 	report.WriteTrialTable(w, rep.Trials)
 	conf := rep.Confirmation
 	if conf != nil && len(conf.Candidates) > 0 {
+		kind := t.Objective().Kind // the unit of the objective's columns
 		fmt.Fprintln(w, "\nconfirmation (fresh restarts, interleaved):")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "candidate\tsearch\tconfirmed mean\tinterval\tP99\tmean batch\tfeasible")
@@ -258,13 +259,13 @@ func printReport(w io.Writer, t *tuner.Tuner, rep *tuner.Report) {
 			}
 			search := "-"
 			if cd.SearchObjective != nil {
-				search = fmt.Sprintf("%.1f", *cd.SearchObjective)
+				search = kind.Cell(*cd.SearchObjective)
 			}
 			interval := "-"
 			if cd.Estimate.Bounded {
-				interval = fmt.Sprintf("[%.1f, %.1f]", cd.Estimate.Low, cd.Estimate.High)
+				interval = "[" + kind.Cell(cd.Estimate.Low) + ", " + kind.Cell(cd.Estimate.High) + "]"
 			}
-			fmt.Fprintf(tw, "%s%s\t%s\t%.1f\t%s\t%s\t%.1f\t%d/%d\n", cd.Label, mark, search, cd.Estimate.Mean, interval, fmtDur(cd.P99), cd.MeanBatch, cd.Feasible, cd.Repeats)
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%.1f\t%d/%d\n", cd.Label, mark, search, kind.Cell(cd.Estimate.Mean), interval, fmtDur(cd.P99), cd.MeanBatch, cd.Feasible, cd.Repeats)
 		}
 		tw.Flush()
 	}

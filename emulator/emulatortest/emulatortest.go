@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -102,9 +101,11 @@ func Binaries(t testing.TB, names ...string) string {
 		todo = append(todo, "./cmd/"+n)
 	}
 	if len(todo) > 0 {
+		// go test puts its own GOROOT/bin first on the test's PATH; the
+		// fallback is where the README installs Go.
 		goBin, err := exec.LookPath("go")
 		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			goBin = "/usr/local/go/bin/go"
 		}
 		cmd := exec.Command(goBin, append([]string{"build", "-o", binDir + "/"}, todo...)...)
 		cmd.Dir = r

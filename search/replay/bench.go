@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
 
@@ -96,7 +97,7 @@ type Row struct {
 // Report is Bench's result for one surface.
 type Report struct {
 	Surface   string
-	Objective search.Objective
+	Objective objective.Objective
 	SLO       time.Duration
 	Runnable  int // configurations passing the hard rules
 	Feasible  int // of which truly feasible
@@ -390,7 +391,7 @@ func nearestRank(vals []float64, p float64) float64 {
 func (r *Report) WriteTable(w io.Writer) error {
 	unit := "QPS"
 	best := fmt.Sprintf("%.1f", r.BestTruth.Value)
-	if r.Objective.Direction() == search.Minimize {
+	if r.Objective.Direction() == objective.Minimize {
 		unit = "P99"
 		best = r.BestTruth.P99.Round(10 * time.Microsecond).String()
 	}

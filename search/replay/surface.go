@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
 
@@ -61,7 +62,7 @@ type Header struct {
 	Model  string `json:"model,omitempty"`
 	Device string `json:"device,omitempty"`
 
-	Objective search.ObjectiveKind `json:"objective"`
+	Objective objective.Kind `json:"objective"`
 	// Concurrency is the closed-loop load of a max_throughput surface.
 	Concurrency int `json:"concurrency,omitempty"`
 	// Rate is the open-loop load (requests/s) of a min_latency surface.
@@ -144,7 +145,7 @@ func (s *Surface) checkHeader(ps *configs.Problems) {
 	if h.Name == "" {
 		ps.Add("name", "must not be empty")
 	}
-	if h.Objective == search.MaxThroughput && h.Concurrency < 1 {
+	if h.Objective.Known() && !h.Objective.OpenLoop() && h.Concurrency < 1 {
 		ps.Add("concurrency", "a max_throughput surface needs the closed-loop concurrency it was measured at, got %d", h.Concurrency)
 	}
 	if h.RateTolerance < 0 || h.RateTolerance >= 1 {
@@ -176,8 +177,8 @@ func asProblems(err error, out *configs.Problems) bool {
 	return ok
 }
 
-func (s *Surface) objective() search.Objective {
-	return search.Objective{Kind: s.Header.Objective, ErrorBudget: s.ErrorBudget, Rate: s.Rate}
+func (s *Surface) objective() objective.Objective {
+	return objective.Objective{Kind: s.Header.Objective, ErrorBudget: s.ErrorBudget, Rate: s.Rate}
 }
 
 func (s *Surface) rules() search.Rules {
@@ -188,7 +189,7 @@ func (s *Surface) rules() search.Rules {
 func (s *Surface) Space() *search.Space { return s.space }
 
 // Objective is the study objective the surface was measured for.
-func (s *Surface) Objective() search.Objective { return s.objective() }
+func (s *Surface) Objective() objective.Objective { return s.objective() }
 
 // Points returns every recorded configuration in first-recorded order. The
 // slice is shared: do not modify it.
@@ -404,7 +405,7 @@ func (s *Surface) feasible(qps float64, p99 time.Duration, errRate float64) bool
 	if errRate > s.ErrorBudget {
 		return false
 	}
-	if s.Header.Objective == search.MinLatency {
+	if s.Header.Objective.OpenLoop() { // feasible only at the offered rate
 		tol := s.RateTolerance
 		if tol == 0 {
 			tol = DefaultRateTolerance
@@ -415,10 +416,7 @@ func (s *Surface) feasible(qps float64, p99 time.Duration, errRate float64) bool
 }
 
 func (s *Surface) value(qps float64, p99 time.Duration) float64 {
-	if s.Header.Objective == search.MinLatency {
-		return p99.Seconds()
-	}
-	return qps
+	return s.Header.Objective.Value(qps, p99)
 }
 
 // Best returns the truly feasible configuration with the best mean
@@ -442,7 +440,7 @@ func (s *Surface) Best() (search.Config, Truth, bool) {
 // ratio is how close objective value v comes to best: v/best when
 // maximising, best/v when minimising (1 = as good).
 func (s *Surface) ratio(v, best float64) float64 {
-	if s.objective().Direction() == search.Minimize {
+	if s.objective().Direction() == objective.Minimize {
 		if v <= 0 {
 			return 0
 		}

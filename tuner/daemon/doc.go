@@ -8,7 +8,7 @@
 //	studies dir ──load/Reload──► studies (spec, Schedule, Target)
 //	Schedule.Next (Clock) ──due──► queue ◄── Trigger (API), unfinished runs (startup)
 //	queue ──dispatch: one run per target, MaxParallel at once──► Runner.Run
-//	    (TunerRunner: tuner/runtime/target + tuner.Run, RunOptions{Kind scheduled, WarmStart})
+//	    (TunerRunner: runtime.New + tuner.Run, RunOptions{Kind scheduled, WarmStart})
 //	tuner events ──► progress (API), trial metrics
 //	tuner.Report ──► run metrics, decision (degradation), rollout command
 //	store.DB ◄────── everything the API reads about runs, trials, recommendations

@@ -23,6 +23,7 @@ import (
 	"github.com/batchtune/batchtune/store/storetest"
 	"github.com/batchtune/batchtune/tuner"
 	"github.com/batchtune/batchtune/tuner/daemon"
+	_ "github.com/batchtune/batchtune/tuner/runtime/process" // registers target.runtime process
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/atomicfile"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/store/storetest"
 	"github.com/batchtune/batchtune/tuner"
@@ -242,7 +243,7 @@ func (f *fakeRunner) finish(r *fakeRun, e ending) (*tuner.Report, error) {
 		rep.Recommendation = rec
 		r.run.Recommendation = rec.Seq
 		if e.accepted {
-			if err := tuner.WriteFileAtomic(r.Study.Export.Path, []byte(rec.Batching)); err != nil {
+			if err := atomicfile.Write(r.Study.Export.Path, []byte(rec.Batching), 0o644); err != nil {
 				return nil, err
 			}
 			rep.Exported = []string{r.Study.Export.Path}

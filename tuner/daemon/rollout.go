@@ -3,12 +3,17 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/batchtune/batchtune/tuner"
 )
 
 // rolloutOutputBytes bounds the output kept of a rollout command: its end,
@@ -100,4 +105,44 @@ func (b *tailBuffer) String() string {
 		s = "…\n" + s
 	}
 	return s
+}
+
+// rollout runs the study's rollout command after an accepted change and
+// records its result beside the recommendation.
+func (d *Daemon) rollout(ctx context.Context, j *job, rep *tuner.Report, log *slog.Logger) *RolloutResult {
+	sc := j.spec.Schedule
+	if len(sc.Rollout) == 0 {
+		return nil
+	}
+	rec := rep.Recommendation
+	env := []string{
+		"BATCHTUNE_STUDY=" + j.study,
+		"BATCHTUNE_RUN=" + strconv.FormatUint(rep.Run.ID, 10),
+		"BATCHTUNE_RECOMMENDATION=" + strconv.FormatUint(rec.Seq, 10),
+	}
+	if fp := j.spec.Export.FlagsPath; fp != "" {
+		env = append(env, "BATCHTUNE_FLAGS_FILE="+fp)
+	}
+	log.Info("rollout starting", "argv", append(append([]string(nil), sc.Rollout...), j.spec.Export.Path), "timeout", sc.RolloutTimeout.D())
+	res := runRollout(ctx, sc.Rollout, j.spec.Export.Path, sc.RolloutTimeout.D(), env)
+	res.Recommendation = rec.Seq
+	d.m.rollouts.WithLabelValues(j.study, res.Result).Inc()
+	if res.Result == RolloutOK {
+		log.Info("rollout done", "duration", res.Duration, "output", res.Output)
+	} else {
+		log.Error("rollout failed", "result", res.Result, "exit_code", res.ExitCode, "error", res.Error, "output", res.Output)
+	}
+	note := fmt.Sprintf("rollout %s (exit %d, %s)", res.Result, res.ExitCode, res.Duration.Round(time.Millisecond))
+	if res.Error != "" {
+		note += ": " + res.Error
+	}
+	r := *rec
+	if r.Note != "" {
+		r.Note += "; "
+	}
+	r.Note += note
+	if err := d.db.PutRecommendation(context.WithoutCancel(ctx), &r); err != nil {
+		log.Error("recording the rollout", "err", err)
+	}
+	return &res
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
-	"github.com/batchtune/batchtune/tuner/runtime/target"
+	"github.com/batchtune/batchtune/tuner/runtime"
 )
 
 // Runner runs one study once. The daemon calls it from a goroutine of its
@@ -20,8 +20,8 @@ type Runner interface {
 }
 
 // TunerRunner is the Runner the daemon uses by default: the study's
-// runtime (tuner/runtime/target), a tuner over the daemon's store, one
-// tuner.Run.
+// runtime (runtime.New, of the kinds the program links in), a tuner over
+// the daemon's store, one tuner.Run.
 type TunerRunner struct {
 	DB *store.DB
 	// StateDir holds the runtimes' per-study state; "" for their default.
@@ -40,7 +40,7 @@ func (r *TunerRunner) Run(ctx context.Context, s *configs.Study, ro tuner.RunOpt
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rt, err := target.New(s.Target, target.Options{Study: s.Name, StateDir: r.StateDir, Logger: log})
+	rt, err := runtime.New(s.Target, runtime.Options{Study: s.Name, StateDir: r.StateDir, Logger: log})
 	if err != nil {
 		return nil, err
 	}

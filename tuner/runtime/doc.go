@@ -6,6 +6,15 @@
 // stand-in) and docker (a container through the Docker Engine API), and
 // runtimetest is the conformance suite every implementation passes.
 //
+// Each implementation registers its kind (the study's target.runtime) with
+// Register from its init, with a Factory that maps the study's target onto
+// its options; New makes the kind a target names. The tuner and the daemon
+// know runtimes only through this package: a program links kinds in with
+// blank imports (cmd/batchtune/runtimes.go), so a new runtime is one new
+// package and one import. A runtime that tunes a user's running server in
+// place implements InPlace as well, and the tuner's baseline is then what
+// that server runs with (Production).
+//
 // Data flows one way. The tuner hands Start a Config: the trial's
 // batching.config text, its parallelism flags and any further flags. The
 // runtime writes the batching.config and a monitoring config (Prometheus at

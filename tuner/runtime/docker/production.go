@@ -18,18 +18,13 @@ import (
 const maxBatchingFile = 1 << 20
 
 // Production is what the user's existing container serves with: the
-// tuner's baseline.
-type Production struct {
-	// Args are the server arguments of the container (its command, after
-	// the image's entrypoint).
-	Args []string
-	// Batching is its batching.config, read from inside the container;
-	// nil when it runs without --enable_batching or without a
-	// --batching_parameters_file (TF's defaults then apply).
-	Batching []byte
-	// BatchingPath is the file's path inside the container.
-	BatchingPath string
-}
+// tuner's baseline. Args are the container's command (after the image's
+// entrypoint); Batching and BatchingPath are read from inside it.
+type Production = runtime.Production
+
+// InPlace names the user's container this runtime tunes in place (as the
+// study names it), or "" when it runs an image of its own.
+func (r *Runtime) InPlace() string { return r.opts.Existing }
 
 // Production reads the configuration the existing container runs with,
 // from the engine (its arguments) and from the container's file system

@@ -18,8 +18,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/batchtune/batchtune/internal/atomicfile"
 	"github.com/batchtune/batchtune/tuner/runtime"
-	"github.com/batchtune/batchtune/tuner/runtime/internal/statedir"
 )
 
 // snapshotVersion is the schema of the snapshot file.
@@ -102,8 +102,8 @@ func (r *Runtime) takeOver(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
-	if err := statedir.WriteAtomic(r.snapshotPath(), data, 0o600); err != nil {
-		return fmt.Errorf("%w: writing %s: %v (the container was not touched)", ErrSnapshot, r.snapshotPath(), err)
+	if err := atomicfile.Write(r.snapshotPath(), data, 0o600); err != nil {
+		return fmt.Errorf("%w: %v (the container was not touched)", ErrSnapshot, err)
 	}
 	r.snap, r.tmpl = snap, tmpl
 	r.log.Info("snapshotted the user's container", "container", snap.Name, "id", snap.ID, "running", snap.Running, "file", r.snapshotPath())

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batchtune/batchtune/internal/atomicfile"
 	"github.com/batchtune/batchtune/tuner/runtime"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/latch"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/logtail"
@@ -390,7 +391,7 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.Config) (runtime.Server
 	s.pid = cmd.Process.Pid
 	ticks, _ := startTicks(s.pid)
 	rec, _ := json.Marshal(record{PID: s.pid, StartTicks: ticks, Binary: r.bin})
-	if err := statedir.WriteAtomic(filepath.Join(dir, recordFile), rec, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, recordFile), rec, 0o644); err != nil {
 		s.Stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("process: recording the server's pid: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/batchtune/batchtune/internal/atomicfile"
 	"github.com/batchtune/batchtune/tuner/runtime"
 )
 
@@ -73,42 +74,6 @@ func (l *Lock) Release() error {
 	return err
 }
 
-// WriteAtomic writes data to path so that a reader, or a batchtune started
-// after a crash, sees either the old file or the whole new one: a temporary
-// file in the same directory, synced, renamed over path, directory synced.
-func WriteAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // TrialFiles creates dir (readable by any user, as a container's server may
 // run as one) and writes the trial's batching.config and monitoring config
 // into it. It returns the two host paths.
@@ -121,11 +86,11 @@ func TrialFiles(dir string, cfg runtime.Config) (batching, monitoring string, er
 	}
 	batching = filepath.Join(dir, runtime.BatchingFile)
 	monitoring = filepath.Join(dir, runtime.MonitoringFile)
-	if err := WriteAtomic(batching, cfg.Batching, 0o644); err != nil {
-		return "", "", fmt.Errorf("runtime: writing %s: %w", batching, err)
+	if err := atomicfile.Write(batching, cfg.Batching, 0o644); err != nil {
+		return "", "", fmt.Errorf("runtime: %w", err)
 	}
-	if err := WriteAtomic(monitoring, runtime.MonitoringConfig(), 0o644); err != nil {
-		return "", "", fmt.Errorf("runtime: writing %s: %w", monitoring, err)
+	if err := atomicfile.Write(monitoring, runtime.MonitoringConfig(), 0o644); err != nil {
+		return "", "", fmt.Errorf("runtime: %w", err)
 	}
 	return batching, monitoring, nil
 }

@@ -40,28 +40,6 @@ func TestAcquireBusy(t *testing.T) {
 	l2.Release()
 }
 
-func TestWriteAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	for _, content := range []string{"first", "second, longer", "3"} {
-		if err := WriteAtomic(p, []byte(content), 0o640); err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(p)
-		if err != nil || string(got) != content {
-			t.Fatalf("read back %q, %v; want %q", got, err, content)
-		}
-	}
-	fi, _ := os.Stat(p)
-	if fi.Mode().Perm() != 0o640 {
-		t.Errorf("mode %v, want 0640", fi.Mode().Perm())
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("temporary files left: %v", entries)
-	}
-}
-
 func TestCheckStudy(t *testing.T) {
 	tests := []struct {
 		name string

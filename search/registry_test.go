@@ -1,0 +1,65 @@
+package search
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/batchtune/batchtune/configs"
+)
+
+// TestRegistry: each declared strategy makes itself under its name, every
+// setting it declares reaches the strategy, and configs learns the names
+// and the default from here.
+func TestRegistry(t *testing.T) {
+	for _, spec := range Strategies() {
+		if got := spec.make().Name(); got != spec.Name {
+			t.Errorf("strategy %q makes one named %q", spec.Name, got)
+		}
+	}
+	tests := []struct {
+		name     string
+		settings map[string]string
+		want     Strategy
+	}{
+		// Every hill-climbing setting, each to its field.
+		{"hillclimb", map[string]string{"radius": "1.5", "min_initialized": "4", "magnitude": "3"},
+			&HillClimb{Radius: 1.5, MinInitialized: 4, Magnitude: 3}},
+		// Every Bayesian setting, each to its field.
+		{"bayes", map[string]string{"init": "7", "candidates": "512", "xi": "0.05", "prior_strength": "-1", "fit_max": "32"},
+			&Bayes{Init: 7, Candidates: 512, Xi: 0.05, PriorStrength: -1, FitMax: 32}},
+		// No settings: the zero (default) strategy.
+		{"grid", nil, &Grid{}},
+	}
+	for _, tt := range tests {
+		got, err := New(tt.name, tt.settings)
+		if err != nil {
+			t.Fatalf("New(%s): %v", tt.name, err)
+		}
+		if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(Bayes{})); diff != "" {
+			t.Errorf("New(%s) (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	// An unknown setting is named with the known ones, in declared order.
+	_, err := New("hillclimb", map[string]string{"radius": "x", "step": "1"})
+	for _, want := range []string{`search.settings.radius: must be a number, got "x"`, "search.settings.step: unknown setting; known: radius, min_initialized, magnitude"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad settings: got %v, want %q", err, want)
+		}
+	}
+
+	if got := configs.DefaultStudy().Search.Strategy; got != DefaultStrategy {
+		t.Errorf("configs' default strategy %q, want %q", got, DefaultStrategy)
+	}
+	if _, ok := lookup(DefaultStrategy); !ok {
+		t.Errorf("the default strategy %q is not declared", DefaultStrategy)
+	}
+	s := configs.DefaultStudy()
+	s.Name, s.Target.Model.Name, s.SLO.Latency = "x", "m", configs.Duration(1e8)
+	s.Search.Strategy = "anneal"
+	err = s.Validate()
+	if err == nil || !strings.Contains(err.Error(), `search.strategy: must be one of grid, random, hillclimb, bayes, got "anneal"`) {
+		t.Errorf("configs' check of an unknown strategy: %v", err)
+	}
+}
