@@ -66,7 +66,7 @@ func DefaultStudy() *Study {
 			MaxFailures: 5,
 			Settings:    map[string]any{},
 		},
-		Confirmation: Confirmation{TopK: 3, Repeats: 3, Confidence: 0.95},
+		Confirmation: Confirmation{TopK: 3, Repeats: 3, MaxRepeats: 6, Confidence: 0.95},
 		Schedule: Schedule{
 			TimeZone:             "UTC",
 			Trials:               10,
@@ -151,11 +151,12 @@ var fieldDocs = map[string]string{
 	"search.max_failures": "Consecutive failed trials that stop the study.",
 	"search.settings":     "Settings of the strategy; it rejects those it does not know.",
 
-	"confirmation":            "Re-measures the best candidates and the baseline on fresh restarts,\ninterleaved, before recommending.",
-	"confirmation.top_k":      "Candidates re-measured.",
-	"confirmation.repeats":    "Measurements of each candidate and of the baseline.",
-	"confirmation.baseline":   "The batching.config in production today; empty compares with TF Serving's\ndefaults.",
-	"confirmation.confidence": "Level of the gain's confidence interval.",
+	"confirmation":             "Re-measures the best candidates and the baseline on fresh restarts,\ninterleaved, before recommending.",
+	"confirmation.top_k":       "Candidates re-measured.",
+	"confirmation.repeats":     "Measurements of each candidate and of the baseline.",
+	"confirmation.max_repeats": "Up to this many repeats in all where the first ones left the verdict open (a\nsplit SLO verdict, overlapping intervals of the two best); at most repeats\nmeans none. From 4 repeats on, one in three may break the SLO.",
+	"confirmation.baseline":    "The batching.config in production today; empty compares with TF Serving's\ndefaults.",
+	"confirmation.confidence":  "Level of the gain's confidence interval.",
 
 	"export":            "Where the recommendation is written (atomically).",
 	"export.path":       "The recommended batching.config; empty means <name>.batching.config next to\nthis file.",

@@ -90,6 +90,8 @@ func New(name string, settings map[string]string) (Strategy, error) {
 		b.Xi = sp.float("xi", 0)
 		b.PriorStrength = sp.float("prior_strength", 0)
 		b.FitMax = sp.int("fit_max", 0)
+		b.Region = sp.int("trust_region", 0)
+		b.Structure = sp.int("structure", 0)
 		s = b
 	default:
 		return nil, fmt.Errorf("%w %q; known: %s", ErrUnknownStrategy, name, strings.Join(Names(), ", "))
