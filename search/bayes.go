@@ -132,17 +132,17 @@ func (b *Bayes) String() string {
 
 // observations is what the history tells the models.
 type observations struct {
-	fx       [][]float64 // objective data
-	fy       []float64
-	failX    [][]float64 // trials whose server never came up
-	cx       [][]float64 // constraint-margin data (trials that measured something)
-	cy       []float64
-	lx       [][]float64 // load data: 1 for a server that failed to come up, 0 otherwise
-	ly       []float64
-	failures int
-	failedMBS []int64 // max_batch_size of trials whose server never came up
-	feasX    [][]float64 // measured feasible trials (the incumbent's candidates)
-	ran      int
+	fx        [][]float64 // objective data
+	fy        []float64
+	failX     [][]float64 // trials whose server never came up
+	cx        [][]float64 // constraint-margin data (trials that measured something)
+	cy        []float64
+	lx        [][]float64 // load data: 1 for a server that failed to come up, 0 otherwise
+	ly        []float64
+	failures  int
+	failedMBS []int64     // max_batch_size of trials whose server never came up
+	feasX     [][]float64 // measured feasible trials (the incumbent's candidates)
+	ran       int
 }
 
 func (b *Bayes) observe(req Request) observations {

@@ -27,7 +27,7 @@ func syntheticSurface(t testing.TB, seed uint64, repeats int) *Surface {
 		// The toy has no gRPC thread limit: say so, as a study that pins
 		// --grpc_max_threads would, instead of letting TF's default (8 on
 		// 2 cores) claim that no batch holds more than 8 rows.
-		Fixed: map[string]int64{search.GRPCMaxThreads: 256},
+		Fixed:       map[string]int64{search.GRPCMaxThreads: 256},
 		SLO:         Duration(25e6), // 25ms: batch_timeout_micros must stay below 8333
 		ErrorBudget: 0.01,
 		Cores:       2,
@@ -184,7 +184,7 @@ func smallSurface(t testing.TB, seed uint64, repeats int) *Surface {
 		// The toy has no gRPC thread limit: say so, as a study that pins
 		// --grpc_max_threads would, instead of letting TF's default (8 on
 		// 2 cores) claim that no batch holds more than 8 rows.
-		Fixed: map[string]int64{search.GRPCMaxThreads: 256},
+		Fixed:       map[string]int64{search.GRPCMaxThreads: 256},
 		SLO:         Duration(25e6),
 		ErrorBudget: 0.01,
 		Cores:       2,

@@ -152,4 +152,3 @@ func hasReference(p replay.Point) bool {
 	}
 	return false
 }
-
