@@ -58,9 +58,10 @@ type Bayes struct {
 	// best half and a spread of the rest; the model then conditions on all
 	// of them); default 64.
 	FitMax int
-	// Region weighs a local trust region around the best trials against
-	// the whole space (see region.go): 0 or positive keeps it, negative
-	// switches it off (the whole space only).
+	// Region switches on a local trust region around the best trials
+	// (region.go) when positive; 0 or negative searches the whole space.
+	// Off by default: on the design surfaces it helped no more than it
+	// cost (experiments/search-bench).
 	Region int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
@@ -82,7 +83,7 @@ type bayesSettings struct {
 }
 
 func (b *Bayes) settings() bayesSettings {
-	s := bayesSettings{init: b.Init, candidates: b.Candidates, fitMax: b.FitMax, xi: b.Xi, beta: b.PriorStrength, region: b.Region >= 0}
+	s := bayesSettings{init: b.Init, candidates: b.Candidates, fitMax: b.FitMax, xi: b.Xi, beta: b.PriorStrength, region: b.Region > 0}
 	if s.init == 0 {
 		s.init = 5
 	}
@@ -277,18 +278,10 @@ func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Sugg
 func (b *Bayes) starts(req Request) []Suggestion {
 	s := req.Space
 	var out []Suggestion
-	if b.Structure >= 0 {
+	if b.Structure >= 0 && req.Objective.Kind == MaxThroughput {
 		for _, k := range []int64{1, 2, 4} {
-			c, ok, why := Config(nil), false, ""
-			if req.Objective.Kind == MinLatency {
-				c, ok = s.Drain(k)
-				why = "drain"
-			} else {
-				c, ok = s.Split(k)
-				why = "split"
-			}
-			if ok {
-				out = append(out, Suggestion{Config: c, Reason: why})
+			if c, ok := s.Split(k); ok {
+				out = append(out, Suggestion{Config: c, Reason: "split"})
 			}
 		}
 	}

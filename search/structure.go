@@ -19,8 +19,6 @@ import (
 //     threads and N rows in the server, batches of about N/k rows keep
 //     every thread busy, so a max_batch_size of N/k with a timeout long
 //     enough to fill it is the throughput-shaped split.
-//   - Under an open-loop rate the queueing delay is what a low P99 has to
-//     avoid: no timeout, several threads, a queue that never rejects.
 
 // PinnedFlags reads the integer values of the tuned server flags a study
 // pins in target.flags ("--name=value" or "--name value"): the facts
@@ -148,29 +146,6 @@ func (s *Space) Split(k int64) (Config, bool) {
 	if i, ok := s.byName[MaxEnqueuedBatches]; ok {
 		idx[i] = 0
 	}
-	return s.runnableAt(idx)
-}
-
-// Drain is the latency-shaped starting point with k batch threads under an
-// open-loop rate: no batch timeout, k threads, a queue of at least as many
-// batches as threads, and a middle max_batch_size.
-func (s *Space) Drain(k int64) (Config, bool) {
-	if !s.hasStructure() {
-		return nil, false
-	}
-	idx := s.baseIndex()
-	if i, ok := s.byName[BatchTimeoutMicros]; ok {
-		idx[i] = 0
-	}
-	if i, ok := s.byName[NumBatchThreads]; ok {
-		idx[i] = s.snapIndex(i, k)
-		k = s.params[i].Values[idx[i]]
-	}
-	if i, ok := s.byName[MaxEnqueuedBatches]; ok {
-		idx[i] = s.atLeast(i, 2*k)
-	}
-	i := s.byName[MaxBatchSize]
-	idx[i] = len(s.params[i].Values) / 2
 	return s.runnableAt(idx)
 }
 
