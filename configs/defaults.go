@@ -50,13 +50,18 @@ func DefaultStudy() *Study {
 		SLO:       SLO{Quantile: 0.99, ErrorRate: 0.001},
 		Objective: ObjectiveMaxThroughput,
 		// TF Serving's four batching knobs over ranges that suit most
-		// models; batch_timeout_micros values over a third of the SLO are
+		// models, and the intra- and inter-op thread pools (the mission's
+		// six); batch_timeout_micros values over a third of the SLO are
 		// rejected by the search before they run.
 		Space: SpaceSpec{
 			{Name: "max_batch_size", Min: i64(1), Max: i64(128), Scale: ScalePow2},
 			{Name: "batch_timeout_micros", Values: []int64{0, 500, 1000, 2000, 5000, 10000, 20000}},
 			{Name: "num_batch_threads", Min: i64(1), Max: i64(8), Scale: ScalePow2},
 			{Name: "max_enqueued_batches", Min: i64(2), Max: i64(128), Scale: ScalePow2},
+			// 0 lets TF choose (one thread per core); explicit counts up
+			// to the machine's cores.
+			{Name: "tensorflow_intra_op_parallelism", Values: []int64{0, 1, 2, 4, 8, 16, 32, 64}, UpToCores: true},
+			{Name: "tensorflow_inter_op_parallelism", Values: []int64{0, 1, 2, 4, 8, 16, 32, 64}, UpToCores: true},
 		},
 		Search: Search{
 			Strategy:    StrategyBayes,
@@ -141,7 +146,7 @@ var fieldDocs = map[string]string{
 
 	"objective": "max_throughput (at load.mode closed, subject to the SLO) or min_latency\n(at load.mode open, subject to achieving load.rate).",
 
-	"space": "Parameters tuned, in order, by TF Serving name: {values: [...]} or\n{min, max, scale: linear|log|pow2, step, points}. A space given here\nreplaces this default one entirely.",
+	"space": "Parameters tuned, in order, by TF Serving name: {values: [...]} or\n{min, max, scale: linear|log|pow2, step, points}; up_to_cores: true drops\nvalues above the machine's cores (0, TF's auto, stays). A space given here\nreplaces this default one entirely.",
 
 	"search":              "How trials are proposed.",
 	"search.strategy":     "grid, random, hillclimb or bayes.",
