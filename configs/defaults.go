@@ -50,13 +50,18 @@ func DefaultStudy() *Study {
 		SLO:       SLO{Quantile: 0.99, ErrorRate: 0.001},
 		Objective: ObjectiveMaxThroughput,
 		// TF Serving's four batching knobs over ranges that suit most
-		// models; batch_timeout_micros values over a third of the SLO are
+		// models, and the intra- and inter-op thread pools (the mission's
+		// six); batch_timeout_micros values over a third of the SLO are
 		// rejected by the search before they run.
 		Space: SpaceSpec{
 			{Name: "max_batch_size", Min: i64(1), Max: i64(128), Scale: ScalePow2},
 			{Name: "batch_timeout_micros", Values: []int64{0, 500, 1000, 2000, 5000, 10000, 20000}},
 			{Name: "num_batch_threads", Min: i64(1), Max: i64(8), Scale: ScalePow2},
 			{Name: "max_enqueued_batches", Min: i64(2), Max: i64(128), Scale: ScalePow2},
+			// 0 lets TF choose (one thread per core); explicit counts up
+			// to the machine's cores.
+			{Name: "tensorflow_intra_op_parallelism", Values: []int64{0, 1, 2, 4, 8, 16, 32, 64}, UpToCores: true},
+			{Name: "tensorflow_inter_op_parallelism", Values: []int64{0, 1, 2, 4, 8, 16, 32, 64}, UpToCores: true},
 		},
 		Search: Search{
 			Strategy:    defaultStrategy(),
@@ -66,7 +71,7 @@ func DefaultStudy() *Study {
 			MaxFailures: 5,
 			Settings:    map[string]any{},
 		},
-		Confirmation: Confirmation{TopK: 3, Repeats: 3, Confidence: 0.95},
+		Confirmation: Confirmation{TopK: 3, Repeats: 3, MaxRepeats: 6, Confidence: 0.95},
 		Schedule: Schedule{
 			TimeZone:             "UTC",
 			Trials:               10,
@@ -141,7 +146,7 @@ var fieldDocs = map[string]string{
 
 	"objective": "What the study optimises:", // + each objective, fieldDoc
 
-	"space": "Parameters tuned, in order, by TF Serving name: {values: [...]} or\n{min, max, scale: linear|log|pow2, step, points}. A space given here\nreplaces this default one entirely.",
+	"space": "Parameters tuned, in order, by TF Serving name: {values: [...]} or\n{min, max, scale: linear|log|pow2, step, points}; up_to_cores: true drops\nvalues above the machine's cores (0, TF's auto, stays). A space given here\nreplaces this default one entirely.",
 
 	"search":              "How trials are proposed.",
 	"search.strategy":     "The strategy that proposes trials:", // + the names, fieldDoc
@@ -151,11 +156,12 @@ var fieldDocs = map[string]string{
 	"search.max_failures": "Consecutive failed trials that stop the study.",
 	"search.settings":     "Settings of the strategy; it rejects those it does not know.", // + each one's, fieldDoc
 
-	"confirmation":            "Re-measures the best candidates and the baseline on fresh restarts,\ninterleaved, before recommending.",
-	"confirmation.top_k":      "Candidates re-measured.",
-	"confirmation.repeats":    "Measurements of each candidate and of the baseline.",
-	"confirmation.baseline":   "The batching.config in production today; empty compares with TF Serving's\ndefaults.",
-	"confirmation.confidence": "Level of the gain's confidence interval.",
+	"confirmation":             "Re-measures the best candidates and the baseline on fresh restarts,\ninterleaved, before recommending.",
+	"confirmation.top_k":       "Candidates re-measured.",
+	"confirmation.repeats":     "Measurements of each candidate and of the baseline.",
+	"confirmation.max_repeats": "Up to this many repeats in all where the first ones left the verdict open (a\nsplit SLO verdict, overlapping intervals of the two best); at most repeats\nmeans none. From 4 repeats on, one in three may break the SLO.",
+	"confirmation.baseline":    "The batching.config in production today; empty compares with TF Serving's\ndefaults.",
+	"confirmation.confidence":  "Level of the gain's confidence interval.",
 
 	"export":            "Where the recommendation is written (atomically).",
 	"export.path":       "The recommended batching.config; empty means <name>.batching.config next to\nthis file.",

@@ -32,6 +32,10 @@ type ParamSpec struct {
 	Scale   string   `yaml:"scale,omitempty" json:"scale,omitempty"`
 	Step    int64    `yaml:"step,omitempty" json:"step,omitempty"`     // linear only; default 1
 	Points  int      `yaml:"points,omitempty" json:"points,omitempty"` // log only
+	// UpToCores drops the values above the machine's core count (0, TF's
+	// "choose for me", stays): thread counts that suit any machine the
+	// study runs on.
+	UpToCores bool `yaml:"up_to_cores,omitempty" json:"up_to_cores,omitempty"`
 }
 
 // SpaceSpec is a study's space section: parameters in the order they were

@@ -240,6 +240,10 @@ type Search struct {
 type Confirmation struct {
 	TopK    int `yaml:"top_k" json:"top_k"`
 	Repeats int `yaml:"repeats" json:"repeats"`
+	// MaxRepeats bounds the extra repeats taken where Repeats left a
+	// verdict open (a split SLO verdict, overlapping intervals of the two
+	// best); at most Repeats means none.
+	MaxRepeats int `yaml:"max_repeats" json:"max_repeats"`
 	// Baseline is the batching.config in production today; "" compares
 	// against TF Serving's defaults.
 	Baseline string `yaml:"baseline" json:"baseline"`

@@ -261,6 +261,9 @@ func (chk *studyCheck) confirmation() {
 	s := chk.s
 	chk.atLeast("confirmation.top_k", s.Confirmation.TopK, 1)
 	chk.atLeast("confirmation.repeats", s.Confirmation.Repeats, 2)
+	if m := s.Confirmation.MaxRepeats; m < 0 || m > 20 {
+		chk.ps.Add("confirmation.max_repeats", "must be between 0 and 20 (at most repeats means no extra repeats), got %d", m)
+	}
 	if c := s.Confirmation.Confidence; !(c >= 0.5 && c < 1) {
 		chk.ps.Add("confirmation.confidence", "must be in [0.5, 1), got %v", c)
 	}

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -48,7 +49,7 @@ type Bayes struct {
 	// 4096.
 	Candidates int
 	// Xi is the improvement (in standard deviations of the objective model)
-	// below which EI counts nothing; default 0.01.
+	// below which EI counts nothing; default 0.1.
 	Xi float64
 	// PriorStrength is the weight of the soft intra × inter prior (the β of
 	// πBO); 0 means the default 3, a negative value switches it off.
@@ -57,6 +58,14 @@ type Bayes struct {
 	// best half and a spread of the rest; the model then conditions on all
 	// of them); default 64.
 	FitMax int
+	// Region switches on a local trust region around the best trials
+	// (region.go) when positive; 0 or negative searches the whole space.
+	// Off by default: on the design surfaces it helped no more than it
+	// cost (experiments/search-bench).
+	Region int
+	// Structure switches the structural starting points and model inputs
+	// (structure.go): 0 or positive keeps them, negative switches them off.
+	Structure int
 
 	// noBeliever switches the kriging believer off (tests compare).
 	noBeliever bool
@@ -70,10 +79,11 @@ func (*Bayes) Name() string { return "bayes" }
 type bayesSettings struct {
 	init, candidates, fitMax int
 	xi, beta                 float64
+	region                   bool
 }
 
 func (b *Bayes) settings() bayesSettings {
-	s := bayesSettings{init: b.Init, candidates: b.Candidates, fitMax: b.FitMax, xi: b.Xi, beta: b.PriorStrength}
+	s := bayesSettings{init: b.Init, candidates: b.Candidates, fitMax: b.FitMax, xi: b.Xi, beta: b.PriorStrength, region: b.Region > 0}
 	if s.init == 0 {
 		s.init = 5
 	}
@@ -84,7 +94,7 @@ func (b *Bayes) settings() bayesSettings {
 		s.fitMax = 64
 	}
 	if s.xi == 0 {
-		s.xi = 0.01
+		s.xi = 0.1
 	}
 	switch {
 	case s.beta == 0:
@@ -123,23 +133,24 @@ func (b *Bayes) String() string {
 
 // observations is what the history tells the models.
 type observations struct {
-	fx       [][]float64 // objective data
-	fy       []float64
-	failX    [][]float64 // trials whose server never came up
-	cx       [][]float64 // constraint-margin data (trials that measured something)
-	cy       []float64
-	lx       [][]float64 // load data: 1 for a server that failed to come up, 0 otherwise
-	ly       []float64
-	failures int
-	feasX    [][]float64 // measured feasible trials (the incumbent's candidates)
-	ran      int
+	fx        [][]float64 // objective data
+	fy        []float64
+	failX     [][]float64 // trials whose server never came up
+	cx        [][]float64 // constraint-margin data (trials that measured something)
+	cy        []float64
+	lx        [][]float64 // load data: 1 for a server that failed to come up, 0 otherwise
+	ly        []float64
+	failures  int
+	failedMBS []int64     // max_batch_size of trials whose server never came up
+	feasX     [][]float64 // measured feasible trials (the incumbent's candidates)
+	ran       int
 }
 
 func (b *Bayes) observe(req Request) observations {
 	s := req.Space
 	var o observations
 	for _, tr := range req.History {
-		x, ok := s.features(tr.Config)
+		x, ok := b.inputs(s, tr.Config)
 		if !ok {
 			continue
 		}
@@ -152,6 +163,9 @@ func (b *Bayes) observe(req Request) observations {
 				failed = 1
 				o.failures++
 				o.failX = append(o.failX, x)
+				if v, ok := tr.Config.Get(MaxBatchSize); ok {
+					o.failedMBS = append(o.failedMBS, v)
+				}
 			}
 			o.lx = append(o.lx, x)
 			o.ly = append(o.ly, failed)
@@ -231,23 +245,22 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 	return append(out, more...), nil
 }
 
-// design returns up to n initial-design points: defaults, recipe, then
-// the next unfinished points of the study's Halton sequence (already
-// spread evenly over every parameter's values). It marks them in t.
+// design returns up to n initial-design points: the structural starting
+// points (Split for a closed-loop throughput study, Drain for an open-loop
+// latency one, with 1, 2 and 4 batch threads), TF Serving's defaults and
+// the seeds' recipe snapped into the space, then the next unfinished
+// points of the study's Halton sequence. It marks them in t.
 func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Suggestion, error) {
 	s := req.Space
 	var out []Suggestion
-	for _, a := range []struct {
-		c   Config
-		why string
-	}{{s.Defaults(), "tf-defaults"}, {s.Recipe(), "recipe"}} {
+	for _, a := range b.starts(req) {
 		if len(out) == n {
 			return out, nil
 		}
-		idx, ok := s.indexOf(a.c)
-		if ok && !t[a.c.Key()] && s.isRunnable(idx) {
-			t[a.c.Key()] = true
-			out = append(out, Suggestion{Config: a.c, Reason: a.why})
+		idx, ok := s.indexOf(a.Config)
+		if ok && !t[a.Config.Key()] && s.isRunnable(idx) {
+			t[a.Config.Key()] = true
+			out = append(out, a)
 		}
 	}
 	pts, err := s.halton(ctx, req.Seed, t, n-len(out))
@@ -258,6 +271,37 @@ func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Sugg
 		out = append(out, Suggestion{Config: s.configAt(idx), Reason: "space-filling"})
 	}
 	return out, nil
+}
+
+// starts lists the known starting points in the order the design runs
+// them (duplicates included; design skips them).
+func (b *Bayes) starts(req Request) []Suggestion {
+	s := req.Space
+	var out []Suggestion
+	if b.Structure >= 0 && req.Objective.Kind == MaxThroughput {
+		for _, k := range []int64{1, 2, 4} {
+			if c, ok := s.Split(k); ok {
+				out = append(out, Suggestion{Config: c, Reason: "split"})
+			}
+		}
+	}
+	return append(out, Suggestion{Config: s.Defaults(), Reason: "tf-defaults"}, Suggestion{Config: s.Recipe(), Reason: "recipe"})
+}
+
+// inputs is what the models see of a configuration (structure.go), or its
+// bare position when the structural inputs are switched off.
+func (b *Bayes) inputs(s *Space, c Config) ([]float64, bool) {
+	if b.Structure < 0 {
+		return s.features(c)
+	}
+	return s.modelInputs(c)
+}
+
+func (b *Bayes) inputsAt(s *Space, idx []int) []float64 {
+	if b.Structure < 0 {
+		return s.featuresAt(idx)
+	}
+	return s.modelInputsAt(idx)
 }
 
 func maps(t taken) taken {
@@ -282,7 +326,7 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 	}
 	xs := make([][]float64, len(cands))
 	for i, idx := range cands {
-		xs[i] = s.featuresAt(idx)
+		xs[i] = b.inputsAt(s, idx)
 	}
 
 	var fpost, cpost, lpost *posterior
@@ -306,15 +350,27 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 		lpost = lgp.predict(xs)
 	}
 
-	// Incumbent: the best posterior mean among feasible measured trials
-	// (robust to a lucky measurement, unlike the best observed value).
+	// Incumbents: the feasible measured trials ranked by the objective
+	// model's posterior mean (robust to a lucky measurement, unlike the
+	// best observed value). The best is what EI must beat; the top ones
+	// centre the trust region.
+	var centres [][]float64
 	best, haveBest := math.Inf(-1), false
 	if fgp != nil && len(obs.feasX) > 0 {
 		p := fgp.predict(obs.feasX)
-		for _, m := range p.mu {
-			best = math.Max(best, m)
+		order := make([]int, len(obs.feasX))
+		for i := range order {
+			order[i] = i
 		}
-		haveBest = true
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.mu[b], p.mu[a]) })
+		best, haveBest = p.mu[order[0]], true
+		for _, i := range order[:min(regionCentres, len(order))] {
+			centres = append(centres, obs.feasX[i][:s.Dims()])
+		}
+	}
+	var inRegion []bool
+	if haveBest && st.region {
+		inRegion = trustRegion(s, xs, centres, trustRadius(req))
 	}
 
 	prior := make([]float64, len(cands)) // soft prior, in (0, 1]
@@ -322,28 +378,56 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 	for i, idx := range cands {
 		prior[i] = math.Pow(softPrior(s, s.configAt(idx)), exponent)
 	}
+	// A max_batch_size at which a server already failed to come up (out
+	// of device memory, as a rule) makes every larger one suspect.
+	penalty := make([]float64, len(cands))
+	if len(obs.failedMBS) > 0 {
+		if i, ok := s.byName[MaxBatchSize]; ok {
+			smallest := slices.Min(obs.failedMBS)
+			for j, idx := range cands {
+				if s.params[i].Values[idx[i]] >= smallest {
+					penalty[j] = math.Log(failedSizeOdds)
+				}
+			}
+		}
+	}
 
 	// Everything is compared in logs: far from the incumbent EI
 	// underflows to 0 long before it stops telling candidates apart.
-	logPF := func(j int) float64 {
-		// The server comes up (failure model, thresholded at ½) and then
-		// meets the constraints (margin model).
-		var lp float64
-		if cpost != nil {
-			mu := cpost.mu[j]*cgp.std + cgp.mean
-			sd := cpost.sd(j) * cgp.std
-			lp += logPhi(-mu / sd)
+	logLoads := func(j int) float64 {
+		// The server comes up (failure model, thresholded at ½).
+		if lpost == nil {
+			return 0
 		}
-		if lpost != nil {
-			mu := lpost.mu[j]*lgp.std + lgp.mean
-			sd := lpost.sd(j) * lgp.std
-			lp += logPhi((0.5 - mu) / sd)
+		mu := lpost.mu[j]*lgp.std + lgp.mean
+		sd := lpost.sd(j) * lgp.std
+		return logPhi((0.5 - mu) / sd)
+	}
+	logMeets := func(j int) float64 {
+		// It meets the constraints (margin model).
+		if cpost == nil {
+			return 0
 		}
-		return lp
+		mu := cpost.mu[j]*cgp.std + cgp.mean
+		sd := cpost.sd(j) * cgp.std
+		return logPhi(-mu / sd)
 	}
 	logEI := func(j int) float64 {
 		sd := fpost.sd(j)
 		return math.Log(sd) + logH((fpost.mu[j]-best-st.xi)/sd)
+	}
+	// Before any trial is feasible: the expected improvement of the
+	// constraint margin over the best margin seen, which walks towards the
+	// feasible region along the model's slope instead of waiting for a
+	// probability of feasibility that is nearly 0 everywhere.
+	bestMargin := math.Inf(1)
+	for _, m := range obs.cy {
+		bestMargin = math.Min(bestMargin, m)
+	}
+	logMarginEI := func(j int) float64 {
+		mu := cpost.mu[j]*cgp.std + cgp.mean
+		sd := cpost.sd(j) * cgp.std
+		return math.Log(sd) + logH((bestMargin-mu)/sd)
 	}
 
 	used := make([]bool, len(cands))
@@ -352,49 +436,62 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		bestJ, bestA := -1, math.Inf(-1)
-		var bestExp float64
+		pick, pickTR := -1, -1
+		acq := make([]float64, len(cands))
+		exps := make([]float64, len(cands))
 		for j := range cands {
 			if used[j] {
 				continue
 			}
-			lp := logPF(j)
-			a := lp + exponent*math.Log(prior[j])
-			var exp float64
-			if haveBest {
+			a := logLoads(j) + exponent*math.Log(prior[j]) + penalty[j]
+			switch {
+			case haveBest:
+				lp := logMeets(j)
 				le := logEI(j)
-				a += le
-				exp = math.Exp(le+lp) * fgp.std
-			} else if fpost != nil {
-				// No feasible trial yet: look for feasibility, preferring
-				// uncertain places among equally likely ones.
+				a += lp + le
+				exps[j] = math.Exp(le+lp) * fgp.std
+			case cpost != nil:
+				a += logMarginEI(j)
+			case fpost != nil:
 				a += math.Log1p(0.1 * fpost.sd(j))
 			}
-			if a > bestA || bestJ < 0 {
-				bestJ, bestA, bestExp = j, a, exp
+			acq[j] = a
+			if pick < 0 || a > acq[pick] {
+				pick = j
+			}
+			if inRegion != nil && inRegion[j] && (pickTR < 0 || a > acq[pickTR]) {
+				pickTR = j
 			}
 		}
-		if bestJ < 0 {
+		if pick < 0 {
 			break
 		}
-		used[bestJ] = true
-		sg := Suggestion{Config: s.configAt(cands[bestJ]), Reason: "feasibility"}
+		reason := "feasibility"
 		if haveBest {
-			e := bestExp
+			reason = "expected-improvement"
+		}
+		// The trust region wins unless the whole space offers clearly
+		// more (regionOdds times the acquisition).
+		if pickTR >= 0 && acq[pickTR] >= acq[pick]-math.Log(regionOdds) {
+			pick, reason = pickTR, "trust-region"
+		}
+		used[pick] = true
+		sg := Suggestion{Config: s.configAt(cands[pick]), Reason: reason}
+		if haveBest {
+			e := exps[pick]
 			sg.Expected = &e
-			sg.Reason = "expected-improvement"
 		}
 		t[sg.Config.Key()] = true
 		out = append(out, sg)
 		if len(out) < n && !b.noBeliever {
 			if fpost != nil {
-				fpost.believe(bestJ)
+				fpost.believe(pick)
 			}
 			if cpost != nil {
-				cpost.believe(bestJ)
+				cpost.believe(pick)
 			}
 			if lpost != nil {
-				lpost.believe(bestJ)
+				lpost.believe(pick)
 			}
 		}
 	}

@@ -65,6 +65,8 @@ var registry = []StrategySpec{
 		floatSetting("xi", func(b *Bayes, v float64) { b.Xi = v }),
 		floatSetting("prior_strength", func(b *Bayes, v float64) { b.PriorStrength = v }),
 		intSetting("fit_max", func(b *Bayes, v int) { b.FitMax = v }),
+		intSetting("trust_region", func(b *Bayes, v int) { b.Region = v }),
+		intSetting("structure", func(b *Bayes, v int) { b.Structure = v }),
 	}},
 }
 

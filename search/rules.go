@@ -30,6 +30,13 @@ type Rules struct {
 	// Base is the fixed part of batching.config (fields the space does not
 	// tune); nil means TF Serving's defaults. Tuned fields override it.
 	Base *tfserving.BatchingParameters
+	// InFlight is the number of rows a closed-loop load keeps in the
+	// server (load.concurrency × rows per request); 0 for an open-loop
+	// load. No batch can hold more (structure.go).
+	InFlight int
+	// Fixed holds server flags the study pins outside the space
+	// (target.flags, see PinnedFlags), e.g. grpc_max_threads.
+	Fixed map[string]int64
 }
 
 // Bound limits one parameter's value to [Min, Max]; a nil end is open.

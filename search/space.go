@@ -89,6 +89,9 @@ func NewSpace(spec configs.SpaceSpec, rules Rules) (*Space, error) {
 		if !ok {
 			continue
 		}
+		if p.UpToCores && !param.upToCores(rules.Cores, field, &ps) {
+			continue
+		}
 		s.byName[p.Name] = len(s.params)
 		s.params = append(s.params, param)
 	}
@@ -159,6 +162,31 @@ func expand(info paramInfo, p configs.ParamSpec, field string, ps *configs.Probl
 	out.pos = positions(out.Values, out.Log)
 	out.finish()
 	return out, true
+}
+
+// upToCores keeps the values at most cores (and 0), for a declaration
+// with up_to_cores; it reports a problem when none is left.
+func (p *Param) upToCores(cores int, field string, ps *configs.Problems) bool {
+	if cores < 1 {
+		return true // unknown machine: keep them all
+	}
+	var vals []int64
+	var pos []float64
+	for i, v := range p.Values {
+		if v <= int64(cores) {
+			vals = append(vals, v)
+			pos = append(pos, p.pos[i])
+		}
+	}
+	if len(vals) == 0 {
+		ps.Add(field+".up_to_cores", "leaves no value on a %d-core machine", cores)
+		return false
+	}
+	// Positions are recomputed over what is left, so the unit cube is
+	// spanned as for a declaration of just these values.
+	p.Values, p.pos = vals, positions(vals, p.Log)
+	p.finish()
+	return true
 }
 
 func (p *Param) finish() {

@@ -436,3 +436,24 @@ func TestSnapAndCanonical(t *testing.T) {
 		}
 	}
 }
+
+// up_to_cores keeps 0 (TF's auto) and the counts the machine has cores
+// for, and spans the unit cube with what is left.
+func TestUpToCores(t *testing.T) {
+	spec := configs.SpaceSpec{{Name: IntraOpParallelism, Values: []int64{0, 1, 2, 4, 8, 16}, UpToCores: true}}
+	s := mustSpace(t, spec, Rules{SLO: time.Second, Cores: 2})
+	p := s.Params()[0]
+	if diff := cmp.Diff([]int64{0, 1, 2}, p.Values); diff != "" {
+		t.Errorf("values on 2 cores (-want +got):\n%s", diff)
+	}
+	if x, _ := s.features(Config{{IntraOpParallelism, 2}}); x[0] != 1 {
+		t.Errorf("the largest kept value sits at %v, want 1", x[0])
+	}
+	if s := mustSpace(t, spec, Rules{SLO: time.Second, Cores: 16}); len(s.Params()[0].Values) != 6 {
+		t.Errorf("16 cores keep %v, want all 6 values", s.Params()[0].Values)
+	}
+	_, err := NewSpace(configs.SpaceSpec{{Name: IntraOpParallelism, Values: []int64{4, 8}, UpToCores: true}}, Rules{SLO: time.Second, Cores: 2})
+	if err == nil || !strings.Contains(err.Error(), "space.tensorflow_intra_op_parallelism.up_to_cores") {
+		t.Errorf("no value left: err = %v, want one naming the field", err)
+	}
+}

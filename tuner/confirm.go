@@ -44,8 +44,11 @@ type Candidate struct {
 	launch runtime.Config
 }
 
-// Eligible reports whether every repeat ran and met the SLO.
-func (c *Candidate) Eligible() bool { return c.Repeats > 0 && c.Feasible == c.Repeats }
+// Eligible reports whether the repeats met the SLO: every one of up to
+// three, all but one in three beyond (allowedBreaches).
+func (c *Candidate) Eligible() bool {
+	return c.Repeats > 0 && c.Repeats-c.Feasible <= allowedBreaches(c.Repeats)
+}
 
 // Confirmation is the confirmation stage's verdict.
 type Confirmation struct {
@@ -151,19 +154,45 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	for i := range all {
 		finished += min(done[key(&all[i])], repeats)
 	}
+	maxRepeats := max(s.Confirmation.MaxRepeats, repeats)
 	t.observe(Event{Time: t.now(), Run: run.ID, Stage: StageConfirm, Total: total,
-		Message: fmt.Sprintf("confirming %d candidate(s) against %s, %d repeats each", len(cands), base.Label, repeats)})
-	for r := range repeats {
+		Message: fmt.Sprintf("confirming %d candidate(s) against %s, %d repeats each (up to %d where the verdict is split)", len(cands), base.Label, repeats, maxRepeats)})
+	level := s.Confirmation.Confidence
+	for r := range maxRepeats {
+		// The first rounds measure everyone; later ones only those whose
+		// verdict more repeats can still change.
+		want := make([]bool, len(all))
+		why := make([]string, len(all))
+		if r < repeats {
+			for i := range want {
+				want[i] = true
+			}
+		} else {
+			t.tally(all, trials, level)
+			want, why = t.undecided(all, maxRepeats)
+			if !slices.Contains(want, true) {
+				break
+			}
+			for i := range all {
+				if want[i] && done[key(&all[i])] <= r {
+					total++
+				}
+			}
+		}
 		for i := range all {
-			c := &all[(i+r)%len(all)]
-			if done[key(c)] > r {
+			j := (i + r) % len(all)
+			c := &all[j]
+			if !want[j] || done[key(c)] > r {
 				continue
 			}
 			if t.stopping(ctx) {
 				return nil, trials, ErrInterrupted
 			}
-			tr := store.Trial{Study: s.Name, Run: run.ID, Role: c.role, Config: c.Config, State: store.TrialSuggested,
-				Why: fmt.Sprintf("confirm %s, repeat %d of %d", c.Label, r+1, repeats)}
+			note := fmt.Sprintf("confirm %s, repeat %d of %d", c.Label, r+1, repeats)
+			if r >= repeats {
+				note = fmt.Sprintf("confirm %s, extra repeat %d (%s)", c.Label, r+1, why[j])
+			}
+			tr := store.Trial{Study: s.Name, Run: run.ID, Role: c.role, Config: c.Config, State: store.TrialSuggested, Why: note}
 			st := stage{name: StageConfirm, index: finished + 1, total: total}
 			if err := t.put(ctx, &tr, st, true); err != nil {
 				return nil, trials, err
@@ -177,41 +206,7 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 			finished++
 		}
 	}
-
-	// Tally the stage's trials per candidate.
-	level := s.Confirmation.Confidence
-	for i := range all {
-		c := &all[i]
-		var p99, batch, queue float64
-		n := 0
-		for _, tr := range trials {
-			if tr.Role != c.role || configOf(tr.Config).Key() != configOf(c.Config).Key() || !counted(&tr) {
-				continue
-			}
-			c.Repeats++
-			if tr.State == store.TrialSucceeded && tr.Feasible {
-				c.Feasible++
-			} else if tr.Reason != "" {
-				c.Reasons = append(c.Reasons, fmt.Sprintf("trial %d %s: %s", tr.Seq, tr.State, tr.Reason))
-			}
-			if tr.Objective != nil && tr.State != store.TrialInvalid {
-				c.Samples = append(c.Samples, *tr.Objective)
-				p99 += float64(tr.Summary.P99)
-				batch += tr.Summary.MeanBatch
-				queue += tr.Summary.QueueShare
-				n++
-			}
-		}
-		if n > 0 {
-			c.P99 = time.Duration(p99 / float64(n))
-			c.MeanBatch, c.QueueShare = batch/float64(n), queue/float64(n)
-		}
-		c.Estimate = estimate(c.Samples, level)
-		c.Bound = c.Estimate.Low
-		if !t.maximize() {
-			c.Bound = c.Estimate.High
-		}
-	}
+	t.tally(all, trials, level)
 	cands, base = all[:len(all)-1], all[len(all)-1]
 	conf.Candidates, conf.Baseline = cands, base
 	for i := range cands {
@@ -225,7 +220,12 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	}
 	w := conf.WinnerCandidate()
 	if w == nil {
-		conf.Note = "no candidate met the SLO in every confirmation repeat"
+		var why []string
+		for i := range cands {
+			c := &cands[i]
+			why = append(why, fmt.Sprintf("%s met it in %d of %d repeats (%s)", c.Label, c.Feasible, c.Repeats, firstReason(c.Reasons)))
+		}
+		conf.Note = "no candidate met the SLO in enough confirmation repeats: " + strings.Join(why, "; ")
 		return conf, trials, nil
 	}
 	// A gain is only stated against a baseline that met the SLO: the
@@ -247,6 +247,86 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	conf.Note = strings.Join(notes, "; ")
 	conf.Why = t.why(w, &base)
 	return conf, trials, nil
+}
+
+// tally recomputes every candidate's figures from the stage's trials.
+func (t *Tuner) tally(all []Candidate, trials []store.Trial, level float64) {
+	counted := func(tr *store.Trial) bool { return tr.State.Terminal() && tr.State != store.TrialInterrupted }
+	for i := range all {
+		c := &all[i]
+		c.Repeats, c.Feasible, c.Samples, c.Reasons = 0, 0, nil, nil
+		var p99, batch, queue float64
+		n := 0
+		for _, tr := range trials {
+			if tr.Role != c.role || configOf(tr.Config).Key() != configOf(c.Config).Key() || !counted(&tr) {
+				continue
+			}
+			c.Repeats++
+			if tr.State == store.TrialSucceeded && tr.Feasible {
+				c.Feasible++
+			} else if tr.Reason != "" {
+				c.Reasons = append(c.Reasons, fmt.Sprintf("trial %d %s: %s", tr.Seq, tr.State, tr.Reason))
+			}
+			if tr.Objective != nil && tr.State != store.TrialInvalid {
+				c.Samples = append(c.Samples, *tr.Objective)
+				p99 += float64(tr.Summary.P99)
+				batch += tr.Summary.MeanBatch
+				queue += tr.Summary.QueueShare
+				n++
+			}
+		}
+		c.P99, c.MeanBatch, c.QueueShare = 0, 0, 0
+		if n > 0 {
+			c.P99 = time.Duration(p99 / float64(n))
+			c.MeanBatch, c.QueueShare = batch/float64(n), queue/float64(n)
+		}
+		c.Estimate = estimate(c.Samples, level)
+		c.Bound = c.Estimate.Low
+		if !t.maximize() {
+			c.Bound = c.Estimate.High
+		}
+	}
+}
+
+// undecided says which candidates (the baseline last) need another repeat,
+// and why: a split SLO verdict that more repeats can still settle either
+// way, or, for the two best eligible candidates, intervals that overlap so
+// that the repeats so far cannot say which is better.
+func (t *Tuner) undecided(all []Candidate, maxRepeats int) ([]bool, []string) {
+	want := make([]bool, len(all))
+	why := make([]string, len(all))
+	for i := range all {
+		c := &all[i]
+		if c.Repeats >= maxRepeats {
+			continue
+		}
+		breaches := c.Repeats - c.Feasible
+		if breaches > 0 && breaches <= allowedBreaches(maxRepeats) {
+			want[i], why[i] = true, fmt.Sprintf("met the SLO in %d of %d repeats", c.Feasible, c.Repeats)
+		}
+	}
+	// The two best eligible candidates (the baseline is not one).
+	first, second := -1, -1
+	for i := range all[:len(all)-1] {
+		c := &all[i]
+		if !c.Eligible() {
+			continue
+		}
+		switch {
+		case first < 0 || t.rankBefore(c, &all[first]):
+			first, second = i, first
+		case second < 0 || t.rankBefore(c, &all[second]):
+			second = i
+		}
+	}
+	if first >= 0 && second >= 0 && overlaps(all[first].Estimate, all[second].Estimate) {
+		for _, i := range []int{first, second} {
+			if all[i].Repeats < maxRepeats && !want[i] {
+				want[i], why[i] = true, fmt.Sprintf("its interval overlaps %s's", all[first+second-i].Label)
+			}
+		}
+	}
+	return want, why
 }
 
 // rankBefore reports whether a ranks before b: a better conservative

@@ -2,12 +2,15 @@ package tuner
 
 import (
 	"math"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
+	"github.com/batchtune/batchtune/store/storetest"
 )
 
 func TestScore(t *testing.T) {
@@ -81,29 +84,117 @@ func TestScore(t *testing.T) {
 }
 
 func TestEstimateAndGain(t *testing.T) {
-	// mean 10, sd 1 over 4 samples: t(0.975, 3) = 3.182, half-width 1.591.
-	e := estimate([]float64{9, 10, 10, 11}, 0.95)
-	sd := math.Sqrt(2.0 / 3)
-	if e.Mean != 10 || math.Abs(e.SD-sd) > 1e-12 || !e.Bounded {
+	// On the log scale: the geometric mean of 5, 10, 20 is 10; the logs'
+	// sd is ln 2; t(0.975, 2) = 4.302653, half-width 4.302653·ln2/√3.
+	e := estimate([]float64{5, 10, 20}, 0.95)
+	if math.Abs(e.Mean-10) > 1e-9 || math.Abs(e.SD-math.Ln2) > 1e-12 || !e.Bounded {
 		t.Fatalf("estimate = %+v", e)
 	}
-	if half := 3.182446 * sd / 2; math.Abs(e.High-10-half) > 1e-4 {
-		t.Errorf("half-width %v, want %v", e.High-10, half)
+	half := 4.302653 * math.Ln2 / math.Sqrt(3)
+	if math.Abs(math.Log(e.High/10)-half) > 1e-5 || math.Abs(math.Log(10/e.Low)-half) > 1e-5 {
+		t.Errorf("interval [%v, %v], want 10·exp(±%v)", e.Low, e.High, half)
 	}
 	if one := estimate([]float64{5}, 0.95); one.Bounded || one.Low != 5 || one.High != 5 {
 		t.Errorf("one sample: %+v, want unbounded at the mean", one)
 	}
-	// Maximising: 12 vs 10 is +20%; minimising the same numbers is -20%.
-	g := gain([]float64{11, 12, 13}, []float64{9, 10, 11}, true, 0.9)
+	// Maximising: 12 vs 10 (geometric means of symmetric log spreads) is
+	// +20%; minimising the same numbers is 10/12 - 1.
+	c, b := []float64{12 / 1.1, 12, 12 * 1.1}, []float64{10 / 1.1, 10, 10 * 1.1}
+	g := gain(c, b, true, 0.9)
 	if math.Abs(g.Rel-0.2) > 1e-12 || !(g.Low < 0.2 && g.High > 0.2) || !g.Bounded {
 		t.Errorf("gain = %+v, want +20%% with an interval around it", g)
 	}
-	if g := gain([]float64{11, 12, 13}, []float64{9, 10, 11}, false, 0.9); math.Abs(g.Rel+0.2) > 1e-12 {
-		t.Errorf("minimising gain = %+v, want -20%%", g)
+	if g := gain(c, b, false, 0.9); math.Abs(g.Rel-(10.0/12-1)) > 1e-12 || !(g.Low < g.Rel && g.Rel < g.High) {
+		t.Errorf("minimising gain = %+v, want %v inside its interval", g, 10.0/12-1)
 	}
 	// Welch's df: equal variances and sizes give df = 2(n-1) = 4; the
-	// interval's half-width is t(0.95, 4)·sqrt(2/3) / 10 = 2.1318·0.8165/10.
-	if half := 2.131847 * math.Sqrt(2.0/3) / 10; math.Abs((g.High-g.Rel)-half) > 1e-5 {
-		t.Errorf("half-width %v, want %v", g.High-g.Rel, half)
+	// log half-width is t(0.95, 4)·sqrt(2·var/3) with var = (ln 1.1)².
+	lhalf := 2.131847 * math.Sqrt(2*math.Log(1.1)*math.Log(1.1)/3)
+	if math.Abs(math.Log1p(g.High)-math.Log(1.2)-lhalf) > 1e-5 {
+		t.Errorf("upper bound %v, want 1.2·exp(%v) - 1", g.High, lhalf)
+	}
+}
+
+// Two noisy repeats of a throughput (the demo's trial 10 measured 553 and
+// 1 041 req/s) gave [-452.8, 3643.8] on the linear scale; on the log scale
+// the interval is positive and holds the geometric mean.
+func TestEstimateIsNeverNegative(t *testing.T) {
+	e := estimate([]float64{553, 1041}, 0.95)
+	if !(e.Low > 0 && e.Low < e.Mean && e.Mean < e.High) {
+		t.Fatalf("estimate = %+v, want 0 < low < mean < high", e)
+	}
+	if g := math.Sqrt(553 * 1041); math.Abs(e.Mean-g) > 1e-9 {
+		t.Errorf("mean %v, want the geometric mean %v", e.Mean, g)
+	}
+	if g := gain([]float64{553, 1041}, []float64{500, 520}, true, 0.95); !(g.Low > -1) {
+		t.Errorf("gain = %+v: a throughput cannot fall by more than 100%%", g)
+	}
+}
+
+func TestAllowedBreaches(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 6: 1, 7: 2} {
+		if got := allowedBreaches(n); got != want {
+			t.Errorf("allowedBreaches(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// One unlucky repeat does not throw a win away: the best configuration
+// breaks the SLO in its first confirmation repeat only, so the stage
+// measures it again (and only it, with what competes with it) until the
+// verdict is settled, and recommends it with one breach in four or more.
+func TestConfirmationMeasuresMoreWhenTheVerdictIsSplit(t *testing.T) {
+	s := testStudy(t, "")
+	s.Confirmation.Repeats, s.Confirmation.MaxRepeats = 2, 6
+	db := storetest.Open(t)
+	rt := &fakeRuntime{}
+	var mu sync.Mutex
+	calls := 0
+	surface := func(b configs.Batching) (float64, time.Duration) {
+		qps, p99 := testSurface(b)
+		if b.MaxBatchSize == 32 && b.BatchTimeoutMicros == 9000 {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			if n == 2 { // its first confirmation repeat (the search ran it once)
+				p99 = 45 * time.Millisecond
+			}
+		}
+		return qps, p99
+	}
+	tu := newTestTuner(t, s, db, rt, &fakeProber{rt: rt, surface: surface}, nil)
+	rep, err := tu.Run(t.Context(), RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := rep.Confirmation.WinnerCandidate()
+	if w == nil {
+		t.Fatalf("no winner: %s", rep.Confirmation.Note)
+	}
+	got := map[string]int64{}
+	for _, p := range w.Config {
+		got[p.Name] = p.Value
+	}
+	if got["max_batch_size"] != 32 || got["batch_timeout_micros"] != 9000 {
+		t.Fatalf("winner %v, want max_batch_size 32, batch_timeout_micros 9000", w.Config)
+	}
+	if w.Repeats < 4 || w.Feasible != w.Repeats-1 {
+		t.Errorf("winner measured %d times, %d feasible: want at least 4 repeats with exactly one breach", w.Repeats, w.Feasible)
+	}
+	extra := 0
+	for _, tr := range rep.Trials {
+		if strings.Contains(tr.Why, "extra repeat") {
+			extra++
+			if !strings.Contains(tr.Why, "met the SLO in") && !strings.Contains(tr.Why, "overlaps") {
+				t.Errorf("extra repeat without its reason: %q", tr.Why)
+			}
+		}
+	}
+	if extra == 0 || extra > 3*len(rep.Confirmation.Candidates) {
+		t.Errorf("%d extra repeats, want some and not a full round per candidate beyond the split", extra)
+	}
+	if rep.Confirmation.Baseline.Repeats != 2 {
+		t.Errorf("baseline measured %d times: its verdict was not split, want only the 2 planned repeats", rep.Confirmation.Baseline.Repeats)
 	}
 }

@@ -96,7 +96,11 @@ type reference struct {
 
 // Rules are the study facts the space is searched under.
 func Rules(s *configs.Study, cores, gpus int) search.Rules {
-	return search.Rules{SLO: s.SLO.Latency.D(), Cores: cores, GPUs: gpus}
+	r := search.Rules{SLO: s.SLO.Latency.D(), Cores: cores, GPUs: gpus, Fixed: search.PinnedFlags(s.Target.Flags)}
+	if s.Load.Mode == configs.LoadClosed {
+		r.InFlight = s.Load.Concurrency * max(s.Load.Payload.Batch, 1)
+	}
+	return r
 }
 
 // Objective is the study's objective (package objective's terms, which

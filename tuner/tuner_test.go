@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +72,9 @@ func TestRunRecommendsTheBestFeasible(t *testing.T) {
 	if got["max_batch_size"] != best.MaxBatchSize || got["batch_timeout_micros"] != best.BatchTimeoutMicros {
 		t.Errorf("recommended %v, want max_batch_size %d batch_timeout_micros %d", rec.Config, best.MaxBatchSize, best.BatchTimeoutMicros)
 	}
-	if rec.Objective != bestQPS {
+	// The fake answers every repeat alike: the geometric mean is the value
+	// itself, up to rounding.
+	if math.Abs(rec.Objective-bestQPS) > 1e-9*bestQPS {
 		t.Errorf("recommended objective %v, want %v", rec.Objective, bestQPS)
 	}
 	// TF's defaults (max_batch_size 1000) break the SLO on this surface:

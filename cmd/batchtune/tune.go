@@ -46,6 +46,7 @@ func tuneCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "state-dir", Usage: "runtime state (trial files, snapshots of tuned containers)", Value: filepath.Join(dataDir(), "runtime")},
 			&cli.IntFlag{Name: "trials", Usage: "override the study's search budget"},
+			&cli.Int64Flag{Name: "seed", Usage: "override the study's search.seed (a different, reproducible sequence of suggestions)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of tables"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every step (debug level)"},
 			&cli.StringFlag{Name: "log-format", Usage: "structured logs on stderr, text or json, instead of one plain line per trial"},
@@ -62,6 +63,9 @@ func runTune(c *cli.Context) error {
 	study, err := loadStudy(path)
 	if err != nil {
 		return err
+	}
+	if c.IsSet("seed") {
+		study.Search.Seed = c.Int64("seed")
 	}
 	db, err := openStore(c.String("db"), "batchtune tune "+study.Name)
 	if err != nil {

@@ -4,6 +4,8 @@
 #
 #   experiments/search-bench/run.sh suggest             # time one suggestion, 100 and 500 trials of history
 #   experiments/search-bench/run.sh compare [FILE...]   # every strategy over recorded surfaces
+#   experiments/search-bench/run.sh compare design      # the surfaces the search was designed on
+#   experiments/search-bench/run.sh compare heldout     # the surfaces held out (experiments/surfaces/sets)
 #
 # compare reads surface files (format: package search/replay, doc.go);
 # without arguments it takes experiments/surfaces/*.jsonl. Environment for
@@ -24,6 +26,12 @@ suggest)
 compare)
   shift
   files=("$@")
+  if [ ${#files[@]} -eq 1 ] && grep -q "^$1:" experiments/surfaces/sets 2>/dev/null; then
+    files=()
+    for n in $(grep "^$1:" experiments/surfaces/sets | cut -d: -f2); do
+      files+=("experiments/surfaces/$n.jsonl")
+    done
+  fi
   if [ ${#files[@]} -eq 0 ]; then
     shopt -s nullglob
     files=(experiments/surfaces/*.jsonl)
@@ -38,7 +46,7 @@ compare)
   bin/searchbench -seeds "${SEEDS:-30}" -budget "${BUDGET:-50}" -horizon "${HORIZON:-0}" ${FLAGS:-} "${files[@]}"
   ;;
 *)
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

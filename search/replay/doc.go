@@ -27,7 +27,9 @@
 // (open loop at "rate" requests/s; a measurement achieving at least
 // (1 - rate_tolerance) of it, default 0.02, counts as achieving it). space
 // lists configs.ParamSpec objects in order; it must build a search.Space
-// under the header's rules (slo, cores, gpus). Every later line is one
+// under the header's rules (slo, cores, gpus). "fixed" (optional) maps
+// server flags the sweep pinned outside the space to their values (e.g.
+// {"grpc_max_threads":256}). Every later line is one
 // measurement:
 //
 //	{"config":[8,2000,1,16,0,0], "qps":1234.5, "p99_us":18250,
@@ -38,7 +40,9 @@
 // p99_us the 99th-percentile latency in microseconds, error_rate the
 // fraction of requests that failed; load_failed marks a server that did not
 // come up (qps, p99_us, error_rate then ignored) and oom one that failed
-// because max_batch_size did not fit device memory. Repeats of a
+// because max_batch_size did not fit device memory; "reference":true marks
+// an extra run taken only to pin down a contender's truth (it counts in the
+// truth, the mean over every run, and is never replayed to a strategy). Repeats of a
 // configuration are separate lines. Every configuration of the space that
 // passes the hard rules must be recorded at least once; lines in any order.
 package replay

@@ -24,6 +24,10 @@ func syntheticSurface(t testing.TB, seed uint64, repeats int) *Surface {
 		Source:      "search/replay/fixture_test.go (unit-test fixture, not a measurement)",
 		Objective:   search.MaxThroughput,
 		Concurrency: 32,
+		// The toy has no gRPC thread limit: say so, as a study that pins
+		// --grpc_max_threads would, instead of letting TF's default (8 on
+		// 2 cores) claim that no batch holds more than 8 rows.
+		Fixed:       map[string]int64{search.GRPCMaxThreads: 256},
 		SLO:         Duration(25e6), // 25ms: batch_timeout_micros must stay below 8333
 		ErrorBudget: 0.01,
 		Cores:       2,
@@ -177,6 +181,10 @@ func smallSurface(t testing.TB, seed uint64, repeats int) *Surface {
 		Source:      "search/replay/fixture_test.go (unit-test fixture, not a measurement)",
 		Objective:   search.MaxThroughput,
 		Concurrency: 32,
+		// The toy has no gRPC thread limit: say so, as a study that pins
+		// --grpc_max_threads would, instead of letting TF's default (8 on
+		// 2 cores) claim that no batch holds more than 8 rows.
+		Fixed:       map[string]int64{search.GRPCMaxThreads: 256},
 		SLO:         Duration(25e6),
 		ErrorBudget: 0.01,
 		Cores:       2,

@@ -41,7 +41,7 @@ func (r *Replayer) Run(c search.Config) (search.Trial, error) {
 	if !ok {
 		return search.Trial{}, fmt.Errorf("%w: %s", ErrNotRecorded, c)
 	}
-	runs := r.s.points[i].Runs
+	runs := r.s.points[i].swept()
 	k := c.Key()
 	visit := r.visits[k]
 	r.visits[k]++
@@ -61,4 +61,19 @@ func (r *Replayer) Run(c search.Config) (search.Trial, error) {
 	tr.Feasible = r.s.feasible(m.QPS, tr.P99, m.ErrorRate)
 	tr.Value = r.s.value(m.QPS, tr.P99)
 	return tr, nil
+}
+
+// swept is the point's runs from the sweep itself, without the reference
+// runs (all of them if it has only those).
+func (p Point) swept() []Measurement {
+	out := make([]Measurement, 0, len(p.Runs))
+	for _, m := range p.Runs {
+		if !m.Reference {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		return p.Runs
+	}
+	return out
 }

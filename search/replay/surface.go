@@ -75,6 +75,9 @@ type Header struct {
 	// Space is the swept space; every measurement's config follows its
 	// order.
 	Space []configs.ParamSpec `json:"space"`
+	// Fixed names server flags the sweep pinned outside the space (for
+	// example grpc_max_threads), as a tuner's target flags would pin them.
+	Fixed map[string]int64 `json:"fixed,omitempty"`
 }
 
 // Measurement is one measurement line: one run of one configuration.
@@ -85,6 +88,10 @@ type Measurement struct {
 	ErrorRate  float64 `json:"error_rate"`
 	LoadFailed bool    `json:"load_failed,omitempty"`
 	OOM        bool    `json:"oom,omitempty"`
+	// Reference marks a run recorded only to pin down the truth of a
+	// contender (surfacetool refine): it counts in Truth, and a Replayer
+	// never answers with it, so strategies meet the sweep's own noise.
+	Reference bool `json:"reference,omitempty"`
 }
 
 // failed reports whether the server did not come up for this run.
@@ -182,7 +189,11 @@ func (s *Surface) objective() objective.Objective {
 }
 
 func (s *Surface) rules() search.Rules {
-	return search.Rules{SLO: time.Duration(s.SLO), Cores: s.Cores, GPUs: s.GPUs}
+	r := search.Rules{SLO: time.Duration(s.SLO), Cores: s.Cores, GPUs: s.GPUs, Fixed: s.Fixed}
+	if s.Header.Objective == search.MaxThroughput {
+		r.InFlight = s.Concurrency
+	}
+	return r
 }
 
 // Space is the surface's search space.

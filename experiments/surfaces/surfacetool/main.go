@@ -35,7 +35,7 @@ func main() {
 
 func run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: surfacetool host|real|fit|validate|surface [flags]")
+		fmt.Fprintln(os.Stderr, "usage: surfacetool host|real|fit|validate|surface|refine [flags]")
 		return 2
 	}
 	var err error
@@ -48,6 +48,8 @@ func run(ctx context.Context, args []string) int {
 		err = fitCmd(ctx, args[1:])
 	case "validate":
 		err = validateCmd(ctx, args[1:])
+	case "refine":
+		err = refineCmd(ctx, args[1:])
 	case "surface":
 		err = surfaceCmd(ctx, args[1:])
 	default:

@@ -83,6 +83,9 @@ func surfaceCmd(ctx context.Context, args []string) error {
 		SLO: replay.Duration(sp.SLO), ErrorBudget: sp.ErrorBudget, Cores: cal.Cores, GPUs: sp.GPUs,
 		Space: sp.Space,
 	}
+	if sp.GRPCMaxThreads > 0 && !slices.ContainsFunc(sp.Space, func(p configs.ParamSpec) bool { return p.Name == search.GRPCMaxThreads }) {
+		h.Fixed = map[string]int64{search.GRPCMaxThreads: int64(sp.GRPCMaxThreads)}
+	}
 	surf, err := replay.NewSurface(h)
 	if err != nil {
 		return err
@@ -109,7 +112,7 @@ func surfaceCmd(ctx context.Context, args []string) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				ms, err := simulateConfig(ctx, &sp, m.Desc, cal, space, j.c)
+				ms, err := simulateConfig(ctx, &sp, m.Desc, cal, space, j.c, 0, sp.Repeats)
 				if err != nil {
 					errs <- fmt.Errorf("%s: %w", j.c, err)
 					return
@@ -167,9 +170,10 @@ feed:
 	return describe(surf)
 }
 
-// simulateConfig runs one configuration Repeats times, each with a seed
-// drawn from the spec's seed, the configuration and the repeat.
-func simulateConfig(ctx context.Context, sp *surfaceSpec, desc model.Description, cal *sim.Calibration, space *search.Space, c search.Config) ([]replay.Measurement, error) {
+// simulateConfig runs one configuration count times, repeats first,
+// first+1, ..., each with a seed drawn from the spec's seed, the
+// configuration and the repeat's number.
+func simulateConfig(ctx context.Context, sp *surfaceSpec, desc model.Description, cal *sim.Calibration, space *search.Space, c search.Config, first, count int) ([]replay.Measurement, error) {
 	vals := make([]int64, len(c))
 	for i, a := range c {
 		vals[i] = a.Value
@@ -183,7 +187,7 @@ func simulateConfig(ctx context.Context, sp *surfaceSpec, desc model.Description
 		grpc = get(search.GRPCMaxThreads)
 	}
 	var out []replay.Measurement
-	for r := range sp.Repeats {
+	for r := first; r < first+count; r++ {
 		h := fnv.New64a()
 		h.Write([]byte(strconv.FormatUint(sp.Seed, 10) + "|" + c.Key() + "|" + strconv.Itoa(r)))
 		res, err := sim.Run(ctx, sim.Trial{

@@ -168,6 +168,7 @@ func validateCmd(ctx context.Context, args []string) error {
 	calPath := fs.String("cal", "", "calibration file")
 	seeds := fs.Int("seeds", 5, "simulated repeats per configuration")
 	dur := fs.Duration("d", 10*time.Second, "simulated measurement per repeat")
+	modelDir := fs.String("model", "", "the real runs' model directory when it is not configs/models/NAME; its host code must be the calibration's (an experiment model that shares a bundled model's signature and preprocessing)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -190,14 +191,18 @@ func validateCmd(ctx context.Context, args []string) error {
 		r0 := g.runs[0]
 		desc, ok := descs[r0.Model]
 		if !ok {
-			m, err := model.Load("configs/models/" + r0.Model)
+			dir := "configs/models/" + r0.Model
+			if *modelDir != "" {
+				dir = *modelDir
+			}
+			m, err := model.Load(dir)
 			if err != nil {
 				return err
 			}
 			desc = m.Desc
 			descs[r0.Model] = desc
 		}
-		if r0.Model != cal.Model {
+		if r0.Model != cal.Model && *modelDir == "" {
 			return fmt.Errorf("validate: real runs of %s against a calibration of %s", r0.Model, cal.Model)
 		}
 		var q, p, e, b, p5, cores []float64

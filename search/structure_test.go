@@ -1,0 +1,105 @@
+package search
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/batchtune/batchtune/configs"
+)
+
+func demoLikeSpace(t *testing.T, inFlight int) *Space {
+	t.Helper()
+	i64 := func(v int64) *int64 { return &v }
+	return mustSpace(t, configs.SpaceSpec{
+		{Name: MaxBatchSize, Min: i64(4), Max: i64(64), Scale: configs.ScalePow2},
+		{Name: BatchTimeoutMicros, Values: []int64{0, 1000, 5000, 20000, 40000}},
+		{Name: NumBatchThreads, Values: []int64{1, 2, 4}},
+		{Name: MaxEnqueuedBatches, Values: []int64{4, 16, 64}},
+		{Name: GRPCMaxThreads, Values: []int64{8, 64}},
+	}, Rules{SLO: 100 * time.Millisecond, Cores: 2, GPUs: 1, InFlight: inFlight})
+}
+
+// 32 rows in flight over k batch threads: batches of 32/k, the longest
+// timeout under SLO/3 (40 ms is over 33.3 ms), the shortest queue, and the
+// fewest gRPC threads that admit all 32 requests.
+func TestSplit(t *testing.T) {
+	s := demoLikeSpace(t, 32)
+	for k, want := range map[int64]map[string]int64{
+		1: {MaxBatchSize: 32, BatchTimeoutMicros: 20000, NumBatchThreads: 1, MaxEnqueuedBatches: 4, GRPCMaxThreads: 64},
+		2: {MaxBatchSize: 16, BatchTimeoutMicros: 20000, NumBatchThreads: 2, MaxEnqueuedBatches: 4, GRPCMaxThreads: 64},
+		4: {MaxBatchSize: 8, BatchTimeoutMicros: 20000, NumBatchThreads: 4, MaxEnqueuedBatches: 4, GRPCMaxThreads: 64},
+	} {
+		c, ok := s.Split(k)
+		if !ok {
+			t.Fatalf("Split(%d): not expressible", k)
+		}
+		got := map[string]int64{}
+		for _, a := range c {
+			got[a.Name] = a.Value
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Split(%d) (-want +got):\n%s", k, diff)
+		}
+	}
+	// An open-loop study has no rows in flight to split.
+	if _, ok := demoLikeSpace(t, 0).Split(1); ok {
+		t.Error("Split under an open-loop load: want not expressible")
+	}
+}
+
+// When grpc_max_threads is pinned below the load, it is the cap: a batch
+// cannot exceed the requests the server admits.
+func TestSplitUnderAPinnedGRPCLimit(t *testing.T) {
+	i64 := func(v int64) *int64 { return &v }
+	s := mustSpace(t, configs.SpaceSpec{
+		{Name: MaxBatchSize, Min: i64(4), Max: i64(64), Scale: configs.ScalePow2},
+		{Name: NumBatchThreads, Values: []int64{1, 2}},
+	}, Rules{SLO: 100 * time.Millisecond, Cores: 2, InFlight: 64, Fixed: PinnedFlags([]string{"--grpc_max_threads=16"})})
+	c, ok := s.Split(1)
+	if !ok {
+		t.Fatal("Split(1): not expressible")
+	}
+	if v, _ := c.Get(MaxBatchSize); v != 16 {
+		t.Errorf("Split(1) max_batch_size %d, want 16 (grpc_max_threads caps the 64 in flight)", v)
+	}
+	// The model inputs see 16 and 64 alike: both hold 16 rows.
+	a, _ := s.modelInputs(Config{{MaxBatchSize, 16}, {NumBatchThreads, 1}})
+	b, _ := s.modelInputs(Config{{MaxBatchSize, 64}, {NumBatchThreads, 1}})
+	if len(a) != s.Dims()+2 || a[s.Dims()] != b[s.Dims()] {
+		t.Errorf("structural inputs %v and %v: want the same effective batch for 16 and 64 under a cap of 16", a, b)
+	}
+	if a[0] == b[0] {
+		t.Errorf("raw positions equal for max_batch_size 16 and 64: %v", a)
+	}
+}
+
+func TestPinnedFlags(t *testing.T) {
+	got := PinnedFlags([]string{"--grpc_max_threads=32", "--tensorflow_intra_op_parallelism", "2", "--port=8500", "--rest_api_num_threads=x", "positional"})
+	want := map[string]int64{GRPCMaxThreads: 32, IntraOpParallelism: 2}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PinnedFlags (-want +got):\n%s", diff)
+	}
+}
+
+// The Bayesian design starts with the splits, then TF's defaults and the
+// recipe, each once.
+func TestBayesDesignStartsFromTheSplits(t *testing.T) {
+	s := demoLikeSpace(t, 32)
+	b := &Bayes{}
+	out, err := b.Suggest(t.Context(), Request{Space: s, Objective: Objective{Kind: MaxThroughput, ErrorBudget: 0.01}, N: 5, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, sg := range out {
+		reasons = append(reasons, sg.Reason)
+	}
+	if diff := cmp.Diff([]string{"split", "split", "split", "tf-defaults", "recipe"}, reasons); diff != "" {
+		t.Errorf("design reasons (-want +got):\n%s", diff)
+	}
+	if c, _ := s.Split(1); !out[0].Config.Equal(c) {
+		t.Errorf("first suggestion %s, want Split(1) %s", out[0].Config, c)
+	}
+}
