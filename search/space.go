@@ -171,11 +171,9 @@ func (p *Param) upToCores(cores int, field string, ps *configs.Problems) bool {
 		return true // unknown machine: keep them all
 	}
 	var vals []int64
-	var pos []float64
-	for i, v := range p.Values {
+	for _, v := range p.Values {
 		if v <= int64(cores) {
 			vals = append(vals, v)
-			pos = append(pos, p.pos[i])
 		}
 	}
 	if len(vals) == 0 {
