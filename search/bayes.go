@@ -63,6 +63,12 @@ type Bayes struct {
 	// Off by default: on the design surfaces it helped no more than it
 	// cost (experiments/search-bench).
 	Region int
+	// Portfolio, when positive, gives every Portfolio-th suggestion after
+	// the design to a hill-climbing step from the best trials (hillclimb.go)
+	// instead of the model: where batching barely pays and the best lies
+	// next to TF's defaults, a local step finds it before a global model
+	// has learnt the surface. 0 or negative: the model only.
+	Portfolio int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
 	Structure int
@@ -238,7 +244,27 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 	if len(out) == req.N || len(out) < min(design, req.N) {
 		return out, nil // done, or the space ran out
 	}
-	more, err := b.acquire(ctx, req, st, obs, t, req.N-len(out))
+	if p := b.Portfolio; p > 0 && req.N == 1 && design == 0 && obs.ran >= st.init && (obs.ran-st.init)%p == p-1 {
+		steps, err := (&HillClimb{}).Suggest(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if len(steps) == 1 {
+			// The step is scored by the model too: its expected
+			// improvement is what the stop rule reads.
+			idx, _ := req.Space.indexOf(steps[0].Config)
+			scored, err := b.acquire(ctx, req, st, obs, maps(t), 1, [][]int{idx})
+			if err != nil {
+				return nil, err
+			}
+			if len(scored) == 1 {
+				steps[0].Expected = scored[0].Expected
+			}
+			steps[0].Reason = "portfolio: " + steps[0].Reason
+			return steps, nil
+		}
+	}
+	more, err := b.acquire(ctx, req, st, obs, t, req.N-len(out), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -314,13 +340,20 @@ func maps(t taken) taken {
 
 // acquire returns up to n points of highest constrained EI, diversified by
 // the kriging believer.
-func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs observations, t taken, n int) ([]Suggestion, error) {
+//
+// only, when not nil, replaces the candidates: the call then scores just
+// those points (the portfolio's step, whose expected improvement the stop
+// rule needs like any other).
+func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs observations, t taken, n int, only [][]int) ([]Suggestion, error) {
 	s := req.Space
 	limit := st.candidates
 	if n := max(len(obs.fx), len(obs.cx), len(obs.lx)); n > 0 {
 		limit = min(limit, max(minCandidates, int(scoreBudget/float64(n*n))))
 	}
 	cands, err := b.candidates(ctx, req, limit, t)
+	if only != nil {
+		cands = only
+	}
 	if err != nil || len(cands) == 0 {
 		return nil, err
 	}

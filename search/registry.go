@@ -67,6 +67,7 @@ var registry = []StrategySpec{
 		intSetting("fit_max", func(b *Bayes, v int) { b.FitMax = v }),
 		intSetting("trust_region", func(b *Bayes, v int) { b.Region = v }),
 		intSetting("structure", func(b *Bayes, v int) { b.Structure = v }),
+		intSetting("portfolio", func(b *Bayes, v int) { b.Portfolio = v }),
 	}},
 }
 

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,36 @@ func TestBayesDesignStartsFromTheSplits(t *testing.T) {
 	}
 	if c, _ := s.Split(1); !out[0].Config.Equal(c) {
 		t.Errorf("first suggestion %s, want Split(1) %s", out[0].Config, c)
+	}
+}
+
+// With a portfolio of 3, every third suggestion after the design is a
+// hill-climbing step, scored by the model so the stop rule can read it.
+func TestBayesPortfolioGivesEveryThirdTrialToHillClimbing(t *testing.T) {
+	s := conformanceSpace(t)
+	hist := run(t, &Bayes{Init: 4}, s, 5, 1, 10)
+	steps := 0
+	for len(hist) < 16 {
+		sugg, err := (&Bayes{Init: 4, Portfolio: 3}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sugg) != 1 {
+			t.Fatalf("got %d suggestions after %d trials, want 1", len(sugg), len(hist))
+		}
+		isStep := strings.HasPrefix(sugg[0].Reason, "portfolio: ")
+		if want := (len(hist)-4)%3 == 2; isStep != want {
+			t.Errorf("after %d trials: reason %q, portfolio step %v, want %v", len(hist), sugg[0].Reason, isStep, want)
+		}
+		if isStep {
+			steps++
+			if sugg[0].Expected == nil {
+				t.Errorf("portfolio step after %d trials has no expected improvement", len(hist))
+			}
+		}
+		hist = append(hist, toyTrial(s, sugg[0].Config))
+	}
+	if steps != 2 {
+		t.Errorf("%d portfolio steps in trials 11–16, want 2", steps)
 	}
 }
