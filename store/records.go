@@ -110,6 +110,9 @@ type Run struct {
 	// Recommendation is the Seq of the run's recommendation in the
 	// study's history; 0 when it made none.
 	Recommendation uint64 `json:"recommendation,omitempty"`
+	// Exported lists the files the run's recommendation was exported to;
+	// empty when it exported nothing (or its export failed).
+	Exported []string `json:"exported,omitempty"`
 	// Degradation is, for a warm-started run that re-measured the
 	// incumbent, the incumbent's relative loss of objective since it was
 	// accepted (positive is worse); nil when the run measured none.

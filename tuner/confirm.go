@@ -297,8 +297,9 @@ func secs(v float64) string {
 	return time.Duration(v * float64(time.Second)).Round(time.Microsecond).String()
 }
 
-// recommend stores the winner as the run's recommendation; accepted says
-// whether it replaces the study's incumbent.
+// recommend makes the winner the run's recommendation; accepted says
+// whether it is to replace the study's incumbent. It is stored with the
+// run's end (store.DB.FinishRun), not here.
 func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmation, accepted bool) (*store.Recommendation, error) {
 	w := conf.WinnerCandidate()
 	cfg := configOf(w.Config)
@@ -319,9 +320,6 @@ func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmatio
 	}
 	if conf.Note != "" {
 		rec.Note += " (" + conf.Note + ")"
-	}
-	if err := t.db.AddRecommendation(context.WithoutCancel(ctx), rec); err != nil {
-		return nil, err
 	}
 	return rec, nil
 }
