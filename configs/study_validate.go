@@ -243,6 +243,7 @@ func (s *Study) problems() Problems {
 		ps.Add("schedule.rollout[0]", "must name the command to run")
 	}
 	positive("schedule.rollout_timeout", sc.RolloutTimeout)
+	s.checkLimits(&ps)
 	return ps
 }
 
@@ -370,7 +371,7 @@ func CheckFiles(s *Study) error {
 		checkDir(&ps, "target.docker.model_dir", t.Docker.ModelDir)
 	}
 	if f := s.Load.Payload.RequestFile; f != "" {
-		if data, err := os.ReadFile(f); err != nil {
+		if data, err := ReadFile(f, MaxRequestBytes); err != nil {
 			ps.Add("load.payload.request_file", "%s", pathErr(err))
 		} else if err := protojson.Unmarshal(data, &tfserving.PredictRequest{}); err != nil {
 			ps.Add("load.payload.request_file", "%s is not a JSON PredictRequest: %v", f, err)
@@ -379,6 +380,8 @@ func CheckFiles(s *Study) error {
 	if f := s.Load.Payload.WarmupFile; f != "" {
 		if st, err := os.Stat(f); err != nil {
 			ps.Add("load.payload.warmup_file", "%s", pathErr(err))
+		} else if !st.Mode().IsRegular() || st.Size() > MaxWarmupBytes {
+			ps.Add("load.payload.warmup_file", "%s is not a regular file of at most %d bytes", f, int64(MaxWarmupBytes))
 		} else if st.IsDir() || st.Size() == 0 {
 			ps.Add("load.payload.warmup_file", "%s is not a warmup file (a directory or empty)", f)
 		}

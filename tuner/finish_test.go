@@ -98,3 +98,17 @@ func TestFinishRunRefusesAnIncumbentFromAFailedRun(t *testing.T) {
 		t.Errorf("incumbent: %+v, %v", inc, err)
 	}
 }
+
+// TestStoredSpecIsCapped: a study file over MaxStoredSpec is kept cut,
+// with a note; one under it whole.
+func TestStoredSpecIsCapped(t *testing.T) {
+	small := []byte("name: s\n")
+	if got := storedSpec(small); got != string(small) {
+		t.Errorf("small spec stored as %q", got)
+	}
+	big := []byte(strings.Repeat("# padding\n", MaxStoredSpec/5))
+	got := storedSpec(big)
+	if len(got) > MaxStoredSpec+200 || !strings.Contains(got, "cut by batchtune") {
+		t.Errorf("a %d-byte spec stored as %d bytes, want at most ~%d with a note", len(big), len(got), MaxStoredSpec)
+	}
+}

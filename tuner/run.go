@@ -97,7 +97,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		ro.Kind = store.KindOneShot
 	}
 	s := t.study
-	if err := t.db.PutStudy(ctx, &store.Study{Name: s.Name, SpecHash: s.Hash(), Spec: string(s.Source)}); err != nil {
+	if err := t.db.PutStudy(ctx, &store.Study{Name: s.Name, SpecHash: s.Hash(), Spec: storedSpec(s.Source)}); err != nil {
 		return nil, err
 	}
 	if err := t.rt.Recover(ctx); err != nil {

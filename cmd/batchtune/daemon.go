@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/tuner"
 	"github.com/batchtune/batchtune/tuner/daemon"
 )
@@ -196,7 +197,7 @@ func daemonLogger(format string, verbose bool) (*slog.Logger, error) {
 // "" when neither is given.
 func apiToken(file string) (string, error) {
 	if file != "" {
-		data, err := os.ReadFile(file)
+		data, err := configs.ReadFile(file, 4<<10)
 		if err != nil {
 			return "", fmt.Errorf("daemon: --token-file: %w", err)
 		}

@@ -37,6 +37,7 @@ func validateCommand() *cli.Command {
 				if !c.Bool("quiet") {
 					fmt.Fprintf(c.App.Writer, "%s: ok\n", path)
 				}
+				printStudyWarnings(c.App.ErrWriter, path)
 			}
 			if bad > 0 {
 				return fmt.Errorf("validate: %d of %d studies have problems", bad, c.NArg())

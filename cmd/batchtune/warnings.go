@@ -1,0 +1,21 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	goruntime "runtime"
+
+	"github.com/batchtune/batchtune/configs"
+)
+
+// printStudyWarnings prints what is allowed in the study at path but
+// probably not meant, on this machine.
+func printStudyWarnings(w io.Writer, path string) {
+	s, err := configs.LoadStudy(path)
+	if err != nil {
+		return
+	}
+	for _, msg := range configs.ThreadWarnings(s, goruntime.NumCPU()) {
+		fmt.Fprintf(w, "%s: warning: %s\n", path, msg)
+	}
+}
