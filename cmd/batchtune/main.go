@@ -57,7 +57,7 @@ func run(args []string) int {
 				fmt.Fprintf(os.Stderr, "\nbatchtune: %v: aborting; restoring the server (again to exit at once)\n", sig)
 				cancelAbort()
 			default:
-				os.Exit(130)
+				os.Exit(exitInterrupted)
 			}
 		}
 	}()
@@ -78,11 +78,12 @@ func run(args []string) int {
 		Metadata:        map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
 		HideHelpCommand: true,
 	}
+	markUsageErrors(app)
 	if err := app.RunContext(first, args); err != nil {
 		fmt.Fprintln(os.Stderr, "batchtune:", err)
-		return 1
+		return exitStatus(err)
 	}
-	return 0
+	return exitOK
 }
 
 // interruptsOf returns the app's two-level interrupts, for commands that

@@ -54,7 +54,10 @@ func tuneCommand() *cli.Command {
 
 func runTune(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("tune: unexpected argument %q (the study is given with --config)", c.Args().First())
+		return usageErr(fmt.Errorf("tune: unexpected argument %q (the study is given with --config)", c.Args().First()))
+	}
+	if n := c.Int("trials"); c.IsSet("trials") && (n < 1 || n > configs.MaxTrials) {
+		return usageErr(fmt.Errorf("tune: --trials must be from 1 to %d, got %d", configs.MaxTrials, n))
 	}
 	study, err := loadStudy(c.String("config"))
 	if err != nil {
@@ -104,9 +107,15 @@ func runTune(c *cli.Context) error {
 		if jerr := enc.Encode(rep); jerr != nil {
 			return errors.Join(err, jerr)
 		}
+		if err == nil && rep.Recommendation == nil && rep.Run.Outcome == store.OutcomeNoFeasible {
+			return noRecommendation(study, rep)
+		}
 		return err
 	}
 	printReport(out, t, rep)
+	if err == nil && rep.Recommendation == nil && rep.Run.Outcome == store.OutcomeNoFeasible {
+		return noRecommendation(study, rep)
+	}
 	if errors.Is(err, tuner.ErrInterrupted) {
 		return fmt.Errorf("run %d interrupted after %d trials; run the same command again to resume", rep.Run.ID, len(rep.Trials))
 	}
