@@ -50,6 +50,10 @@ func run(args []string) int {
 			n++
 			switch n {
 			case 1:
+				if stopAtOnce.Load() {
+					fmt.Fprintf(os.Stderr, "\nbatchtune: %v: stopped\n", sig)
+					os.Exit(signalStatus(sig))
+				}
 				fmt.Fprintf(os.Stderr, "\nbatchtune: %v: stopping after the current step (again to abort it)\n", sig)
 				close(graceful)
 				cancelFirst()
@@ -79,6 +83,7 @@ func run(args []string) int {
 		HideHelpCommand: true,
 	}
 	markUsageErrors(app)
+	markStopAtOnce(app, "validate", "trials", "status", "export")
 	if err := app.RunContext(first, args); err != nil {
 		fmt.Fprintln(os.Stderr, "batchtune:", err)
 		return exitStatus(err)
