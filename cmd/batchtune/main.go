@@ -78,6 +78,7 @@ func run(args []string) int {
 			probeCommand(),
 			daemonCommand(),
 			statusCommand(),
+			cleanupCommand(),
 		},
 		Metadata:        map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
 		HideHelpCommand: true,
