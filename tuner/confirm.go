@@ -140,7 +140,9 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	total := repeats * len(all)
 
 	key := func(c *Candidate) string { return c.role + "/" + configOf(c.Config).Key() }
-	counted := func(tr *store.Trial) bool { return tr.State.Terminal() && tr.State != store.TrialInterrupted }
+	counted := func(tr *store.Trial) bool {
+		return tr.State.Terminal() && tr.State != store.TrialInterrupted && !infraFailure(tr)
+	}
 	done := map[string]int{}
 	for _, tr := range trials {
 		if counted(&tr) {
@@ -168,7 +170,7 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 			if err := t.put(ctx, &tr, st, true); err != nil {
 				return nil, trials, err
 			}
-			err := t.runTrial(ctx, &tr, c.launch, st)
+			err := t.measureRepeat(ctx, &tr, c.launch, st, &trials)
 			trials = append(trials, tr)
 			if err != nil {
 				return nil, trials, err
