@@ -43,6 +43,11 @@ func exitStatus(err error) int {
 	if errors.As(err, &se) {
 		return se.code
 	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		// urfave's own: an unknown command or help topic.
+		return exitUsage
+	}
 	return exitError
 }
 

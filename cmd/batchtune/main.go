@@ -79,12 +79,18 @@ func run(args []string) int {
 			daemonCommand(),
 			statusCommand(),
 			cleanupCommand(),
+			runsCommand(),
 		},
-		Metadata:        map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
-		HideHelpCommand: true,
+		Metadata: map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
+		// help and help COMMAND answer; a mistyped command gets a
+		// suggestion.
+		Suggest: true,
+		// Exit statuses are run's to choose (exit.go), not urfave's.
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
 	markUsageErrors(app)
-	markStopAtOnce(app, "validate", "trials", "status", "export")
+	moveDefaultsToDefaultText(app)
+	markStopAtOnce(app, "validate", "trials", "status", "export", "runs")
 	if err := app.RunContext(first, args); err != nil {
 		fmt.Fprintln(os.Stderr, "batchtune:", err)
 		return exitStatus(err)
