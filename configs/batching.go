@@ -106,7 +106,7 @@ func DecodeBatching(data []byte) (*tfserving.BatchingParameters, error) {
 		// prototext errors read "proto: (line 2:3): unknown field: foo";
 		// drop the library prefix, keep the position.
 		msg := strings.TrimPrefix(err.Error(), "proto:")
-		return nil, fmt.Errorf("configs: batching config: %s", strings.TrimSpace(msg))
+		return nil, fmt.Errorf("batching.config: %s", strings.TrimSpace(msg))
 	}
 	return p, nil
 }

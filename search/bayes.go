@@ -240,7 +240,7 @@ func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Sugg
 	for _, a := range []struct {
 		c   Config
 		why string
-	}{{s.Defaults(), "tf-defaults"}, {s.Recipe(), "recipe"}} {
+	}{{s.Defaults(), "tf-defaults-nearest"}, {s.Recipe(), "recipe"}} {
 		if len(out) == n {
 			return out, nil
 		}

@@ -63,6 +63,9 @@ func runTune(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := checkExportWritable(study); err != nil {
+		return err
+	}
 	db, err := openStore(c.String("db"), "batchtune tune "+study.Name)
 	if err != nil {
 		return err
