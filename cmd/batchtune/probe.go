@@ -243,7 +243,17 @@ func runProbe(c *cli.Context) error {
 	out, errw := c.App.Writer, c.App.ErrWriter
 	progress := progressPrinter(errw, c.Bool("quiet"))
 
+	if !c.IsSet("ready-timeout") {
+		// Unless asked to wait for a server that is starting, nothing
+		// listening is said at once, not after a silent minute.
+		if err := checkListening(ctx, s.target, s.opts.Transport == probe.REST); err != nil {
+			return err
+		}
+	}
 	if s.ready > 0 {
+		if !c.Bool("quiet") {
+			fmt.Fprintf(errw, "waiting up to %s for model %s to be AVAILABLE...\n", s.ready, s.target.Model)
+		}
 		o := &probe.ReadyOptions{REST: s.opts.Transport == probe.REST}
 		if err := probe.WaitReady(ctx, s.target, s.ready, o); err != nil {
 			return err
