@@ -189,6 +189,10 @@ func TestAPIBeforeAndAfterRuns(t *testing.T) {
 		{"cancel a finished run", "POST", api + "/studies/s/runs/" + itoa(next.run.ID) + "/cancel", "application/json", "", 409, `is finished`},
 		{"reload", "POST", api + "/reload", "application/json", "", 200, `"problems"`},
 	})
+	// Stored as cancelled, not as failed/error (issue 15).
+	if cancelled, err := a.db.Run(context.Background(), "s", run.run.ID); err != nil || cancelled.State != store.RunCancelled || cancelled.Outcome != store.OutcomeCancelled {
+		t.Errorf("the cancelled run is stored as %+v (%v), want cancelled/cancelled", cancelled, err)
+	}
 	code, body = a.call("GET", api+"/studies/s/runs?limit=1", "", "")
 	var runs []store.Run
 	if err := json.Unmarshal([]byte(body), &runs); code != 200 || err != nil || len(runs) != 1 || runs[0].ID != next.run.ID {
