@@ -135,3 +135,34 @@ func ThreadWarnings(s *Study, cores int) []string {
 	}
 	return out
 }
+
+// SLOTimeoutWarning says how many batch_timeout_micros values of the space
+// the hard rule (batch_timeout_micros < SLO/3) will reject before they
+// are tried; "" when none. Allowed, but such values only cost trials.
+func SLOTimeoutWarning(s *Study) string {
+	limit := s.SLO.Latency.D().Microseconds() / 3
+	if limit <= 0 {
+		return ""
+	}
+	for _, p := range s.Space {
+		if p.Name != "batch_timeout_micros" {
+			continue
+		}
+		if len(p.Values) > 0 {
+			n := 0
+			for _, v := range p.Values {
+				if v >= limit {
+					n++
+				}
+			}
+			if n > 0 {
+				return fmt.Sprintf("space.batch_timeout_micros: %d of its %d values are not below SLO/3 (%d µs for slo.latency %s) and will be rejected without a trial", n, len(p.Values), limit, s.SLO.Latency)
+			}
+			return ""
+		}
+		if p.Max != nil && *p.Max >= limit {
+			return fmt.Sprintf("space.batch_timeout_micros: values from %d to max %d are not below SLO/3 (%d µs for slo.latency %s) and will be rejected without a trial", limit, *p.Max, limit, s.SLO.Latency)
+		}
+	}
+	return ""
+}

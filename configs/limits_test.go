@@ -107,3 +107,23 @@ func TestThreadWarnings(t *testing.T) {
 		t.Errorf("16 threads on 2 cores: %q, want one warning", w)
 	}
 }
+
+// TestSLOTimeoutWarning: issue 15's space whose timeouts break the SLO/3
+// rule validated silently; say how many values go.
+func TestSLOTimeoutWarning(t *testing.T) {
+	// slo.latency 80ms: SLO/3 is 26666 µs.
+	s, err := ParseStudy("/s.yaml", []byte(minimal+"space: {batch_timeout_micros: {values: [0, 1000, 30000, 50000]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := SLOTimeoutWarning(s); !strings.Contains(w, "2 of its 4 values are not below SLO/3 (26666 µs") {
+		t.Errorf("warning %q", w)
+	}
+	s, err = ParseStudy("/s.yaml", []byte(minimal+"space: {batch_timeout_micros: {values: [0, 1000]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := SLOTimeoutWarning(s); w != "" {
+		t.Errorf("no value breaks the rule, yet %q", w)
+	}
+}

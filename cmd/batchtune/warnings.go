@@ -15,7 +15,11 @@ func printStudyWarnings(w io.Writer, path string) {
 	if err != nil {
 		return
 	}
-	for _, msg := range configs.ThreadWarnings(s, goruntime.NumCPU()) {
+	warnings := configs.ThreadWarnings(s, goruntime.NumCPU())
+	if w := configs.SLOTimeoutWarning(s); w != "" {
+		warnings = append(warnings, w)
+	}
+	for _, msg := range warnings {
 		fmt.Fprintf(w, "%s: warning: %s\n", path, msg)
 	}
 }
