@@ -3,7 +3,6 @@ package configs
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -107,7 +106,7 @@ func DecodeBatching(data []byte) (*tfserving.BatchingParameters, error) {
 		// prototext errors read "proto: (line 2:3): unknown field: foo";
 		// drop the library prefix, keep the position.
 		msg := strings.TrimPrefix(err.Error(), "proto:")
-		return nil, fmt.Errorf("configs: batching config: %s", strings.TrimSpace(msg))
+		return nil, fmt.Errorf("batching.config: %s", strings.TrimSpace(msg))
 	}
 	return p, nil
 }
@@ -115,7 +114,7 @@ func DecodeBatching(data []byte) (*tfserving.BatchingParameters, error) {
 // LoadBatching reads, decodes and validates the batching.config at path.
 // Every error names the file.
 func LoadBatching(path string) (*tfserving.BatchingParameters, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, MaxBatchingBytes)
 	if err != nil {
 		return nil, fmt.Errorf("configs: %w", err)
 	}
@@ -146,6 +145,7 @@ func ValidateBatching(p *tfserving.BatchingParameters) error {
 	if w := p.GetBatchTimeoutMicros(); w != nil && w.GetValue() < 0 {
 		ps.Add("batch_timeout_micros", "must not be negative, got %d", w.GetValue())
 	}
+	checkBatchingLimits(&ps, p)
 	if w := p.GetThreadPoolName(); w != nil && w.GetValue() == "" {
 		ps.Add("thread_pool_name", "must not be empty when set")
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -285,7 +284,7 @@ type Schedule struct {
 // resolved against the file's directory. Every problem in the file is
 // returned together as StudyProblems, each with its line.
 func LoadStudy(path string) (*Study, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, MaxStudyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("configs: %w", err)
 	}

@@ -40,6 +40,7 @@ func (s *Study) problems() Problems {
 	chk.confirmation()
 	chk.export()
 	chk.schedule()
+	s.checkLimits(&chk.ps)
 	return chk.ps
 }
 
@@ -429,7 +430,7 @@ func CheckFiles(s *Study) error {
 		checkDir(&ps, "target.docker.model_dir", t.Docker.ModelDir)
 	}
 	if f := s.Load.Payload.RequestFile; f != "" {
-		if data, err := os.ReadFile(f); err != nil {
+		if data, err := ReadFile(f, MaxRequestBytes); err != nil {
 			ps.Add("load.payload.request_file", "%s", pathErr(err))
 		} else if err := protojson.Unmarshal(data, &tfserving.PredictRequest{}); err != nil {
 			ps.Add("load.payload.request_file", "%s is not a JSON PredictRequest: %v", f, err)
@@ -438,6 +439,8 @@ func CheckFiles(s *Study) error {
 	if f := s.Load.Payload.WarmupFile; f != "" {
 		if st, err := os.Stat(f); err != nil {
 			ps.Add("load.payload.warmup_file", "%s", pathErr(err))
+		} else if !st.Mode().IsRegular() || st.Size() > MaxWarmupBytes {
+			ps.Add("load.payload.warmup_file", "%s is not a regular file of at most %d bytes", f, int64(MaxWarmupBytes))
 		} else if st.IsDir() || st.Size() == 0 {
 			ps.Add("load.payload.warmup_file", "%s is not a warmup file (a directory or empty)", f)
 		}

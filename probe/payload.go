@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"sort"
 
 	"google.golang.org/grpc"
@@ -102,7 +101,7 @@ func GenerateRequest(inputs []InputSpec, batch int, seed uint64) (*tfserving.Pre
 // (protojson: {"inputs": {"x": {"dtype": "DT_FLOAT", "tensor_shape": ...,
 // "float_val": [...]}}}). Errors name the file.
 func ReadRequestFile(path string) (*tfserving.PredictRequest, error) {
-	b, err := os.ReadFile(path)
+	b, err := configs.ReadFile(path, configs.MaxRequestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadPayload, err)
 	}
@@ -121,7 +120,7 @@ func ReadRequestFile(path string) (*tfserving.PredictRequest, error) {
 // Checksums are verified; a bad or truncated record, or one that is not a
 // predict log, is an error naming the file and the record index.
 func ReadWarmupFile(path string) ([]*tfserving.PredictRequest, error) {
-	f, err := os.Open(path)
+	f, err := configs.OpenFile(path, configs.MaxWarmupBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadPayload, err)
 	}

@@ -311,7 +311,7 @@ func (b *Bayes) starts(req Request) []Suggestion {
 			}
 		}
 	}
-	return append(out, Suggestion{Config: s.Defaults(), Reason: "tf-defaults"}, Suggestion{Config: s.Recipe(), Reason: "recipe"})
+	return append(out, Suggestion{Config: s.Defaults(), Reason: "tf-defaults-nearest"}, Suggestion{Config: s.Recipe(), Reason: "recipe"})
 }
 
 // inputs is what the models see of a configuration (structure.go), or its

@@ -25,7 +25,7 @@ func TestBayesInitialDesignStartsWithDefaultsAndRecipe(t *testing.T) {
 			t.Errorf("design point %v carries an expectation", sg.Config)
 		}
 	}
-	if diff := cmp.Diff([]string{"tf-defaults", "recipe", "space-filling", "space-filling"}, reasons); diff != "" {
+	if diff := cmp.Diff([]string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling"}, reasons); diff != "" {
 		t.Errorf("reasons (-want +got):\n%s", diff)
 	}
 	if !sugg[0].Config.Equal(s.Defaults()) || !sugg[1].Config.Equal(s.Recipe()) {

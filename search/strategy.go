@@ -57,8 +57,10 @@ type Suggestion struct {
 	// Trial.Expected for StopRule.
 	Expected *float64
 	// Reason says in a word or two why it was chosen (grid order,
-	// quasi-random, tf-defaults, recipe, neighbourhood, step, restart,
-	// expected-improvement, feasibility).
+	// quasi-random, tf-defaults-nearest: TF's defaults snapped to the
+	// space, not the baseline row, which is TF's defaults themselves;
+	// recipe, neighbourhood, step, restart, expected-improvement,
+	// feasibility).
 	Reason string
 }
 

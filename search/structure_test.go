@@ -97,7 +97,7 @@ func TestBayesDesignStartsFromTheSplits(t *testing.T) {
 	for _, sg := range out {
 		reasons = append(reasons, sg.Reason)
 	}
-	if diff := cmp.Diff([]string{"split", "split", "split", "tf-defaults", "recipe"}, reasons); diff != "" {
+	if diff := cmp.Diff([]string{"split", "split", "split", "tf-defaults-nearest", "recipe"}, reasons); diff != "" {
 		t.Errorf("design reasons (-want +got):\n%s", diff)
 	}
 	if c, _ := s.Split(1); !out[0].Config.Equal(c) {

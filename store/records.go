@@ -42,12 +42,14 @@ const (
 	RunFinished    RunState = "finished"
 	RunInterrupted RunState = "interrupted"
 	RunFailed      RunState = "failed"
+	// RunCancelled: stopped on request (the daemon's API); not resumed.
+	RunCancelled RunState = "cancelled"
 )
 
 // Valid reports whether s is a known run state.
 func (s RunState) Valid() bool {
 	switch s {
-	case RunRunning, RunFinished, RunInterrupted, RunFailed:
+	case RunRunning, RunFinished, RunInterrupted, RunFailed, RunCancelled:
 		return true
 	}
 	return false
@@ -79,12 +81,13 @@ const (
 	OutcomeKept        Outcome = "kept"        // the incumbent was kept: nothing beat it by the margin
 	OutcomeNoFeasible  Outcome = "no_feasible" // no configuration met the SLO
 	OutcomeError       Outcome = "error"       // the run failed; Run.Detail says why
+	OutcomeCancelled   Outcome = "cancelled"   // stopped on request; Run.Detail says by whom
 )
 
 // Valid reports whether o is a known outcome.
 func (o Outcome) Valid() bool {
 	switch o {
-	case OutcomeNone, OutcomeRecommended, OutcomeKept, OutcomeNoFeasible, OutcomeError:
+	case OutcomeNone, OutcomeRecommended, OutcomeKept, OutcomeNoFeasible, OutcomeError, OutcomeCancelled:
 		return true
 	}
 	return false
@@ -110,6 +113,9 @@ type Run struct {
 	// Recommendation is the Seq of the run's recommendation in the
 	// study's history; 0 when it made none.
 	Recommendation uint64 `json:"recommendation,omitempty"`
+	// Exported lists the files the run's recommendation was exported to;
+	// empty when it exported nothing (or its export failed).
+	Exported []string `json:"exported,omitempty"`
 	// Degradation is, for a warm-started run that re-measured the
 	// incumbent, the incumbent's relative loss of objective since it was
 	// accepted (positive is worse); nil when the run measured none.

@@ -54,6 +54,9 @@ type DB struct {
 
 	mu     sync.Mutex // serialises transactions and Close
 	closed bool
+	// corrupt, once set, is returned by every later transaction: the file
+	// is not touched again (see guardedOpen).
+	corrupt error
 }
 
 // Open opens the store at path, creating it (and the layout) when it does
@@ -94,7 +97,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	var err error
 	if db.ro {
 		err = db.view(ctx, checkLayout)
-	} else {
+	} else if err = db.checkBeforeWriting(ctx); err == nil {
 		err = db.update(ctx, initLayout)
 	}
 	if err != nil {
@@ -170,6 +173,9 @@ func (db *DB) tx(ctx context.Context, write bool, fn func(*bolt.Tx) error) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if db.corrupt != nil {
+		return db.corrupt
+	}
 	timeout := db.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
@@ -177,18 +183,29 @@ func (db *DB) tx(ctx context.Context, write bool, fn func(*bolt.Tx) error) error
 	// bbolt reads a zero timeout as "wait for ever"; the shortest wait
 	// it knows is one attempt.
 	timeout = max(timeout, time.Nanosecond)
-	b, err := bolt.Open(db.path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: db.ro})
+	return db.guardedTx(timeout, write, fn)
+}
+
+// boltTx opens the file, runs fn in one transaction and closes it; the
+// caller (guardedTx) turns bbolt's panics into errors.
+func (db *DB) boltTx(opts *bolt.Options, write bool, fn func(*bolt.Tx) error) error {
+	b, err := bolt.Open(db.path, 0o600, opts)
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			if db.ro {
 				// The writer is mid-transaction (or another program
 				// holds the file): name the writer when it is known.
-				return fmt.Errorf("%w (waited %s for its transaction to end)", inUse(db.path), timeout)
+				return fmt.Errorf("%w (waited %s for its transaction to end)", inUse(db.path), opts.Timeout)
 			}
-			return fmt.Errorf("%w: %s is locked by a reader's long transaction or another program (waited %s)", ErrInUse, db.path, timeout)
+			return fmt.Errorf("%w: %s is locked by a reader's long transaction or another program (waited %s)", ErrInUse, db.path, opts.Timeout)
 		}
-		if errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) {
-			return fmt.Errorf("%w: %s: %w", ErrCorrupt, db.path, err)
+		if errors.Is(err, berrors.ErrInvalid) {
+			db.corrupt = fmt.Errorf("%w: %s is not a bbolt file (%v): check --db, or move it aside to start a new store there", ErrNotAStore, db.path, err)
+			return db.corrupt
+		}
+		if errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum) {
+			db.corrupt = corruptError(db.path, err.Error())
+			return db.corrupt
 		}
 		return fmt.Errorf("store: open %s: %w", db.path, err)
 	}

@@ -143,7 +143,9 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	total := repeats * len(all)
 
 	key := func(c *Candidate) string { return c.role + "/" + configOf(c.Config).Key() }
-	counted := func(tr *store.Trial) bool { return tr.State.Terminal() && tr.State != store.TrialInterrupted }
+	counted := func(tr *store.Trial) bool {
+		return tr.State.Terminal() && tr.State != store.TrialInterrupted && !infraFailure(tr)
+	}
 	done := map[string]int{}
 	for _, tr := range trials {
 		if counted(&tr) {
@@ -197,7 +199,7 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 			if err := t.put(ctx, &tr, st, true); err != nil {
 				return nil, trials, err
 			}
-			err := t.runTrial(ctx, &tr, c.launch, st)
+			err := t.measureRepeat(ctx, &tr, c.launch, st, &trials)
 			trials = append(trials, tr)
 			if err != nil {
 				return nil, trials, err
@@ -377,8 +379,9 @@ func secs(v float64) string {
 	return time.Duration(v * float64(time.Second)).Round(time.Microsecond).String()
 }
 
-// recommend stores the winner as the run's recommendation; accepted says
-// whether it replaces the study's incumbent.
+// recommend makes the winner the run's recommendation; accepted says
+// whether it is to replace the study's incumbent. It is stored with the
+// run's end (store.DB.FinishRun), not here.
 func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmation, accepted bool) (*store.Recommendation, error) {
 	w := conf.WinnerCandidate()
 	cfg := configOf(w.Config)
@@ -399,9 +402,6 @@ func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmatio
 	}
 	if conf.Note != "" {
 		rec.Note += " (" + conf.Note + ")"
-	}
-	if err := t.db.AddRecommendation(context.WithoutCancel(ctx), rec); err != nil {
-		return nil, err
 	}
 	return rec, nil
 }

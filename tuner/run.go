@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/batchtune/batchtune/search"
@@ -96,7 +97,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		ro.Kind = store.KindOneShot
 	}
 	s := t.study
-	if err := t.db.PutStudy(ctx, &store.Study{Name: s.Name, SpecHash: s.Hash(), Spec: string(s.Source)}); err != nil {
+	if err := t.db.PutStudy(ctx, &store.Study{Name: s.Name, SpecHash: s.Hash(), Spec: storedSpec(s.Source)}); err != nil {
 		return nil, err
 	}
 	if err := t.rt.Recover(ctx); err != nil {
@@ -136,12 +137,27 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	t.log.Info("run started", "run", run.ID, "resumed", resumed, "budget", budget, "strategy", t.strategy.Name())
 	t.observe(Event{Time: t.now(), Run: run.ID, Message: fmt.Sprintf("run %d %s", run.ID, map[bool]string{true: "resumed", false: "started"}[resumed])})
 
+	// rec is the run's recommendation, stored with the run's end in one
+	// transaction: it becomes the incumbent only when the run finished
+	// and exported it.
+	var rec *store.Recommendation
 	finish := func(state store.RunState, outcome store.Outcome, detail string) error {
 		run.State, run.Outcome, run.Detail = state, outcome, detail
 		if state != store.RunRunning {
 			run.Ended = t.now().UTC()
 		}
-		if err := t.db.PutRun(context.WithoutCancel(ctx), run); err != nil {
+		keep := rec
+		switch {
+		case state == store.RunInterrupted:
+			keep = nil // the resumed run recommends again
+		case rec != nil && rec.Accepted && (state != store.RunFinished || outcome != store.OutcomeRecommended):
+			rec.Accepted = false
+			rec.Note = strings.TrimPrefix(rec.Note+"; not accepted: the run "+string(outcome), "; ")
+			if rep.Decision != nil {
+				rep.Decision.Accepted = false
+			}
+		}
+		if err := t.db.FinishRun(context.WithoutCancel(ctx), run, keep); err != nil {
 			return err
 		}
 		rep.Run = *run
@@ -166,7 +182,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		return t.endWithError(ctx, rep, err, finish)
 	}
 	if inc != nil {
-		return t.finishWarm(ctx, run, trials, inc, rep, finish)
+		return t.finishWarm(ctx, run, trials, inc, rep, &rec, finish)
 	}
 	conf, trials, err := t.confirmStage(ctx, run, trials)
 	if err != nil {
@@ -181,18 +197,17 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		t.log.Warn("run ended without a recommendation", "run", run.ID, "detail", detail)
 		return rep, finish(store.RunFinished, store.OutcomeNoFeasible, detail)
 	}
-	rec, err := t.recommend(ctx, run, conf, true)
-	if err != nil {
+	if rec, err = t.recommend(ctx, run, conf, true); err != nil {
 		return t.endWithError(ctx, rep, err, finish)
 	}
 	rep.Recommendation = rec
-	run.Recommendation = rec.Seq
 	if ro.WarmStart {
 		rep.Decision = &Decision{Accepted: true, Message: "first recommendation: " + conf.Why}
 	}
 	if rep.Exported, err = t.export(rec); err != nil {
-		return t.endWithError(ctx, rep, fmt.Errorf("export: %w", err), finish)
+		return t.endWithError(ctx, rep, exportFailed(err, s.Name, run.ID), finish)
 	}
+	run.Exported = rep.Exported
 	t.log.Info("run finished", "run", run.ID, "trials", len(trials), "gain", rec.Gain)
 	return rep, finish(store.RunFinished, store.OutcomeRecommended, conf.Why)
 }
@@ -201,7 +216,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 // then either the new recommendation exported, or the incumbent kept (a
 // confirmed challenger that fell short is still kept in the history, not
 // accepted).
-func (t *Tuner) finishWarm(ctx context.Context, run *store.Run, trials []store.Trial, inc *store.Recommendation, rep *Report, finish func(store.RunState, store.Outcome, string) error) (*Report, error) {
+func (t *Tuner) finishWarm(ctx context.Context, run *store.Run, trials []store.Trial, inc *store.Recommendation, rep *Report, pending **store.Recommendation, finish func(store.RunState, store.Outcome, string) error) (*Report, error) {
 	conf, dec, _, err := t.challenge(ctx, run, trials, inc)
 	rep.Confirmation, rep.Decision = conf, dec
 	if err != nil {
@@ -217,19 +232,17 @@ func (t *Tuner) finishWarm(ctx context.Context, run *store.Run, trials []store.T
 			return t.endWithError(ctx, rep, err, finish)
 		}
 		rec.Note = dec.Message
-		if err := t.db.PutRecommendation(context.WithoutCancel(ctx), rec); err != nil {
-			return t.endWithError(ctx, rep, err, finish)
-		}
+		*pending = rec
 		rep.Recommendation = rec
-		run.Recommendation = rec.Seq
 	}
 	if !dec.Accepted {
 		t.log.Info("run finished", "run", run.ID, "decision", dec.Message)
 		return rep, finish(store.RunFinished, store.OutcomeKept, dec.Message)
 	}
 	if rep.Exported, err = t.export(rep.Recommendation); err != nil {
-		return t.endWithError(ctx, rep, fmt.Errorf("export: %w", err), finish)
+		return t.endWithError(ctx, rep, exportFailed(err, t.study.Name, run.ID), finish)
 	}
+	run.Exported = rep.Exported
 	t.log.Info("run finished", "run", run.ID, "decision", dec.Message)
 	return rep, finish(store.RunFinished, store.OutcomeRecommended, dec.Message)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/batchtune/batchtune/internal/atomicfile"
+	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/tuner/daemon"
 )
 
@@ -53,6 +54,7 @@ func daemonCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "listen", Usage: "address of the API and /metrics", Value: defaultListen, EnvVars: []string{"BATCHTUNE_LISTEN"}},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the API's bearer token (else $" + tokenEnv + ")"},
+			&cli.StringSliceFlag{Name: "allow-host", Usage: "a further host name clients use in URLs (off loopback; IP addresses and this machine's name are allowed already)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "runtime state (trial files, snapshots of tuned containers)", Value: filepath.Join(dataDir(), "runtime")},
 			&cli.IntFlag{Name: "parallel", Usage: "most runs at once (on different targets); more than 1 lets runs disturb each other's measurements", Value: 1},
 			&cli.StringFlag{Name: "log-format", Usage: "text or json", Value: "text"},
@@ -73,6 +75,9 @@ func runDaemon(c *cli.Context) error {
 	token, err := apiToken(c.String("token-file"))
 	if err != nil {
 		return err
+	}
+	if w := tokenFileWarning(c.String("token-file")); w != "" {
+		log.Warn(w)
 	}
 	addr := c.String("listen")
 	if err := daemon.CheckListen(addr, token); err != nil {
@@ -108,7 +113,7 @@ func runDaemon(c *cli.Context) error {
 		return fmt.Errorf("daemon: listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           d.Handler(daemon.APIOptions{Token: token}),
+		Handler:           d.Handler(daemon.APIOptions{Token: token, Listen: addr, AllowedHosts: c.StringSlice("allow-host")}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      time.Minute,
@@ -193,7 +198,7 @@ func daemonLogger(format string, verbose bool) (*slog.Logger, error) {
 // "" when neither is given.
 func apiToken(file string) (string, error) {
 	if file != "" {
-		data, err := os.ReadFile(file)
+		data, err := configs.ReadFile(file, 4<<10)
 		if err != nil {
 			return "", fmt.Errorf("daemon: --token-file: %w", err)
 		}

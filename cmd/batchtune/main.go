@@ -50,6 +50,10 @@ func run(args []string) int {
 			n++
 			switch n {
 			case 1:
+				if stopAtOnce.Load() {
+					fmt.Fprintf(os.Stderr, "\nbatchtune: %v: stopped\n", sig)
+					os.Exit(signalStatus(sig))
+				}
 				fmt.Fprintf(os.Stderr, "\nbatchtune: %v: stopping after the current step (again to abort it)\n", sig)
 				close(graceful)
 				cancelFirst()
@@ -57,7 +61,7 @@ func run(args []string) int {
 				fmt.Fprintf(os.Stderr, "\nbatchtune: %v: aborting; restoring the server (again to exit at once)\n", sig)
 				cancelAbort()
 			default:
-				os.Exit(130)
+				os.Exit(exitInterrupted)
 			}
 		}
 	}()
@@ -75,16 +79,25 @@ func run(args []string) int {
 			daemonCommand(),
 			statusCommand(),
 			reportCommand(),
+			cleanupCommand(),
+			runsCommand(),
 		},
-		Version:         appVersion(),
-		Metadata:        map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
-		HideHelpCommand: true,
+		Version:  appVersion(),
+		Metadata: map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
+		// help and help COMMAND answer; a mistyped command gets a
+		// suggestion.
+		Suggest: true,
+		// Exit statuses are run's to choose (exit.go), not urfave's.
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	markUsageErrors(app)
+	moveDefaultsToDefaultText(app)
+	markStopAtOnce(app, "validate", "trials", "status", "export", "runs")
 	if err := app.RunContext(first, args); err != nil {
 		fmt.Fprintln(os.Stderr, "batchtune:", err)
-		return 1
+		return exitStatus(err)
 	}
-	return 0
+	return exitOK
 }
 
 // interruptsOf returns the app's two-level interrupts, for commands that

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/tfserving"
 )
@@ -126,8 +127,14 @@ func probeFlags(c *cli.Context) (*probeSetup, error) {
 	if !c.IsSet("concurrency") && !c.IsSet("rate") {
 		s.load.Concurrency = 8
 	}
-	if c.IsSet("concurrency") && s.load.Concurrency < 1 {
-		bad("--concurrency must be >= 1, got %d", s.load.Concurrency)
+	if c.IsSet("concurrency") {
+		inRange(bad, "--concurrency", s.load.Concurrency, 1, configs.MaxConcurrency)
+	}
+	inRange(bad, "--max-workers", c.Int("max-workers"), 1, configs.MaxConcurrency)
+	inRange(bad, "--connections", c.Int("connections"), 1, configs.MaxConnections)
+	inRange(bad, "--batch", c.Int("batch"), 1, configs.MaxBatchRows)
+	if s.load.Rate > configs.MaxRate {
+		bad("--rate must be <= %d requests per second, got %g", configs.MaxRate, s.load.Rate)
 	}
 	if c.IsSet("rate") && !(s.load.Rate > 0) {
 		bad("--rate must be > 0 requests per second, got %g", s.load.Rate)
@@ -236,7 +243,17 @@ func runProbe(c *cli.Context) error {
 	out, errw := c.App.Writer, c.App.ErrWriter
 	progress := progressPrinter(errw, c.Bool("quiet"))
 
+	if !c.IsSet("ready-timeout") {
+		// Unless asked to wait for a server that is starting, nothing
+		// listening is said at once, not after a silent minute.
+		if err := checkListening(ctx, s.target, s.opts.Transport == probe.REST); err != nil {
+			return err
+		}
+	}
 	if s.ready > 0 {
+		if !c.Bool("quiet") {
+			fmt.Fprintf(errw, "waiting up to %s for model %s to be AVAILABLE...\n", s.ready, s.target.Model)
+		}
 		o := &probe.ReadyOptions{REST: s.opts.Transport == probe.REST}
 		if err := probe.WaitReady(ctx, s.target, s.ready, o); err != nil {
 			return err
@@ -306,5 +323,13 @@ func progressPrinter(w io.Writer, quiet bool) func(probe.Progress) {
 func clearLine(w io.Writer, quiet bool) {
 	if f, ok := w.(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprint(w, "\r\033[K")
+	}
+}
+
+// inRange reports a flag whose value is outside [lo, hi]: 0 is an error,
+// never clamped to something the user did not ask for.
+func inRange(bad func(string, ...any), flag string, v, lo, hi int) {
+	if v < lo || v > hi {
+		bad("%s must be from %d to %d, got %d", flag, lo, hi, v)
 	}
 }

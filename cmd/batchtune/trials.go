@@ -99,6 +99,9 @@ func trialsCommand() *cli.Command {
 					}
 					trials[i] = *full
 				}
+				if trials == nil {
+					trials = []store.Trial{} // [] as promised, not null
+				}
 				enc := json.NewEncoder(w)
 				enc.SetIndent("", "  ")
 				return enc.Encode(trials)

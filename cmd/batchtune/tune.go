@@ -56,6 +56,9 @@ func tuneCommand() *cli.Command {
 }
 
 func runTune(c *cli.Context) error {
+	if n := c.Int("trials"); c.IsSet("trials") && (n < 1 || n > configs.MaxTrials) {
+		return usageErr(fmt.Errorf("tune: --trials must be from 1 to %d, got %d", configs.MaxTrials, n))
+	}
 	path, err := studyArg(c, "tune")
 	if err != nil {
 		return err
@@ -66,6 +69,9 @@ func runTune(c *cli.Context) error {
 	}
 	if c.IsSet("seed") {
 		study.Search.Seed = c.Int64("seed")
+	}
+	if err := checkExportWritable(study); err != nil {
+		return err
 	}
 	db, err := openStore(c.String("db"), "batchtune tune "+study.Name)
 	if err != nil {
@@ -106,9 +112,15 @@ func runTune(c *cli.Context) error {
 		if jerr := enc.Encode(rep); jerr != nil {
 			return errors.Join(err, jerr)
 		}
+		if err == nil && rep.Recommendation == nil && rep.Run.Outcome == store.OutcomeNoFeasible {
+			return noRecommendation(study, rep)
+		}
 		return err
 	}
 	printReport(out, t, rep)
+	if err == nil && rep.Recommendation == nil && rep.Run.Outcome == store.OutcomeNoFeasible {
+		return noRecommendation(study, rep)
+	}
 	if errors.Is(err, tuner.ErrInterrupted) {
 		return fmt.Errorf("run %d interrupted after %d trials; run the same command again to resume", rep.Run.ID, len(rep.Trials))
 	}

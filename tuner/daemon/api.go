@@ -40,6 +40,11 @@ type APIOptions struct {
 	Token string
 	// MaxBody bounds request bodies; 0 means DefaultMaxBody.
 	MaxBody int64
+	// Listen is the listener's address (host:port); "" means loopback.
+	// It decides which Host headers are this daemon's (see guard).
+	Listen string
+	// AllowedHosts are further host names clients may use off loopback.
+	AllowedHosts []string
 }
 
 // Handler serves the daemon's JSON API, /healthz, /readyz and /metrics:
@@ -97,7 +102,7 @@ func (d *Daemon) Handler(o APIOptions) http.Handler {
 		}
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	return newGuard(mux, o.Listen, o.AllowedHosts)
 }
 
 type api struct {
@@ -110,8 +115,8 @@ type api struct {
 func (a *api) mutating(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if a.o.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(a.o.Token)) != 1 {
+			scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(a.o.Token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="batchtune"`)
 				writeError(w, http.StatusUnauthorized, errors.New("this endpoint needs the API's bearer token (Authorization: Bearer TOKEN)"))
 				return

@@ -118,7 +118,7 @@ func TestAPIBeforeAndAfterRuns(t *testing.T) {
 		{"recommendations, none yet", "GET", api + "/studies/s/recommendations", "", "", 200, `[]`},
 		{"recommendations of unknown study", "GET", api + "/studies/nope/recommendations", "", "", 404, `unknown study`},
 		// Wrong method, wrong path.
-		{"method not allowed", "PUT", api + "/studies/s", "", "", 405, `allowed: GET`},
+		{"method not allowed", "PUT", api + "/studies/s", "application/json", "", 405, `allowed: GET`},
 		{"method not allowed on a mutating path", "GET", api + "/reload", "", "", 405, `allowed: POST`},
 		{"no such endpoint", "GET", api + "/nothing", "", "", 404, `no such endpoint`},
 	})
@@ -132,13 +132,13 @@ func TestAPIBeforeAndAfterRuns(t *testing.T) {
 		{"trigger, not JSON", "POST", api + "/studies/s/runs", "application/json", `budget=3`, 400, `request body:`},
 		{"trigger, two values", "POST", api + "/studies/s/runs", "application/json", `{} {}`, 400, `more than one JSON value`},
 		{"trigger, an array", "POST", api + "/studies/s/runs", "application/json", `[1]`, 400, `request body:`},
-		{"trigger, form content type", "POST", api + "/studies/s/runs", "application/x-www-form-urlencoded", `{"budget": 3}`, 415, `must be application/json`},
+		{"trigger, form content type", "POST", api + "/studies/s/runs", "application/x-www-form-urlencoded", `{"budget": 3}`, 415, `Content-Type: application/json`},
 		{"trigger, too big", "POST", api + "/studies/s/runs", "application/json", `{"budget": 3` + strings.Repeat(" ", 5000) + `}`, 413, `over 4096 bytes`},
-		{"trigger, unknown study", "POST", api + "/studies/nope/runs", "", "", 404, `unknown study`},
-		{"cancel, nothing", "POST", api + "/studies/s/runs/current/cancel", "", "", 409, `nothing to cancel`},
-		{"cancel, bad id", "POST", api + "/studies/s/runs/latest/cancel", "", "", 400, `run: must be a run number (1, 2, ...) or \"current\"`},
-		{"cancel, missing run", "DELETE", api + "/studies/s/runs/42", "", "", 404, `run not found`},
-		{"cancel, unknown study", "DELETE", api + "/studies/nope/runs/current", "", "", 404, `unknown study`},
+		{"trigger, unknown study", "POST", api + "/studies/nope/runs", "application/json", "", 404, `unknown study`},
+		{"cancel, nothing", "POST", api + "/studies/s/runs/current/cancel", "application/json", "", 409, `nothing to cancel`},
+		{"cancel, bad id", "POST", api + "/studies/s/runs/latest/cancel", "application/json", "", 400, `run: must be a run number (1, 2, ...) or \"current\"`},
+		{"cancel, missing run", "DELETE", api + "/studies/s/runs/42", "application/json", "", 404, `run not found`},
+		{"cancel, unknown study", "DELETE", api + "/studies/nope/runs/current", "application/json", "", 404, `unknown study`},
 		{"cancel, body with fields", "POST", api + "/studies/s/runs/current/cancel", "application/json", `{"force": true}`, 400, `unknown field`},
 		{"reload, body with fields", "POST", api + "/reload", "application/json", `{"dir": "/etc"}`, 400, `unknown field`},
 	})
@@ -162,14 +162,14 @@ func TestAPIBeforeAndAfterRuns(t *testing.T) {
 	}
 	// Queue one behind it (an empty body is fine), then a second is refused.
 	a.check(t, []apiCase{
-		{"trigger behind the running run", "POST", api + "/studies/s/runs", "", "", 202, `"position": 1`},
-		{"trigger while queued", "POST", api + "/studies/s/runs", "", "", 409, `already queued`},
+		{"trigger behind the running run", "POST", api + "/studies/s/runs", "application/json", "", 202, `"position": 1`},
+		{"trigger while queued", "POST", api + "/studies/s/runs", "application/json", "", 409, `already queued`},
 	})
 	// Cancel the queued one by asking for... the running one is "current":
 	// cancel that by its number, then the queued one starts.
 	runPath := api + "/studies/s/runs/" + itoa(run.run.ID)
 	a.check(t, []apiCase{
-		{"cancel the running run", "DELETE", runPath, "", "", 202, `"what": "running"`},
+		{"cancel the running run", "DELETE", runPath, "application/json", "", 202, `"what": "running"`},
 	})
 	next := a.runner.next(t)
 	next.finishWith(ending{outcome: store.OutcomeRecommended, objective: 321.5, accepted: true,
@@ -186,9 +186,13 @@ func TestAPIBeforeAndAfterRuns(t *testing.T) {
 		{"run with trials", "GET", api + "/studies/s/runs/" + itoa(next.run.ID), "", "", 200, `"state": "rejected"`},
 		{"recommendation", "GET", api + "/studies/s/recommendation", "", "", 200, `"objective": 321.5`},
 		{"recommendations", "GET", api + "/studies/s/recommendations", "", "", 200, `"accepted": true`},
-		{"cancel a finished run", "POST", api + "/studies/s/runs/" + itoa(next.run.ID) + "/cancel", "", "", 409, `is finished`},
-		{"reload", "POST", api + "/reload", "", "", 200, `"problems"`},
+		{"cancel a finished run", "POST", api + "/studies/s/runs/" + itoa(next.run.ID) + "/cancel", "application/json", "", 409, `is finished`},
+		{"reload", "POST", api + "/reload", "application/json", "", 200, `"problems"`},
 	})
+	// Stored as cancelled, not as failed/error (issue 15).
+	if cancelled, err := a.db.Run(context.Background(), "s", run.run.ID); err != nil || cancelled.State != store.RunCancelled || cancelled.Outcome != store.OutcomeCancelled {
+		t.Errorf("the cancelled run is stored as %+v (%v), want cancelled/cancelled", cancelled, err)
+	}
 	code, body = a.call("GET", api+"/studies/s/runs?limit=1", "", "")
 	var runs []store.Run
 	if err := json.Unmarshal([]byte(body), &runs); code != 200 || err != nil || len(runs) != 1 || runs[0].ID != next.run.ID {
@@ -243,7 +247,7 @@ func TestAPIBeforeAndAfterRuns(t *testing.T) {
 	a.stop(false)
 	a.check(t, []apiCase{
 		{"readyz after stop", "GET", "/readyz", "", "", 503, `"stopped"`},
-		{"trigger after stop", "POST", api + "/studies/s/runs", "", "", 503, `shutting down`},
+		{"trigger after stop", "POST", api + "/studies/s/runs", "application/json", "", 503, `shutting down`},
 	})
 }
 
@@ -268,7 +272,7 @@ func TestAPIToken(t *testing.T) {
 			{"Authorization", "Basic " + testToken},
 			{"Authorization", "Bearer " + testToken + "x"},
 		} {
-			code, body := a.call(m.method, m.path, "", "", hdr...)
+			code, body := a.call(m.method, m.path, "application/json", "", hdr...)
 			if code != http.StatusUnauthorized || !strings.Contains(body, "bearer token") {
 				t.Errorf("%s %s with %q: %d %s, want 401", m.method, m.path, hdr, code, body)
 			}
@@ -283,14 +287,14 @@ func TestAPIToken(t *testing.T) {
 	}
 	// With it, the same requests go through.
 	auth := []string{"Authorization", "Bearer " + testToken}
-	if code, body := a.call("POST", api+"/studies/s/runs", "", "", auth...); code != 202 {
+	if code, body := a.call("POST", api+"/studies/s/runs", "", "", append(auth, daemon.HeaderRequestedBy, "1")...); code != 202 {
 		t.Errorf("trigger with the token: %d %s", code, body)
 	}
 	a.runner.next(t)
-	if code, body := a.call("POST", api+"/studies/s/runs/current/cancel", "", "", auth...); code != 202 {
+	if code, body := a.call("POST", api+"/studies/s/runs/current/cancel", "application/json", "", auth...); code != 202 {
 		t.Errorf("cancel with the token: %d %s", code, body)
 	}
-	if code, body := a.call("POST", api+"/reload", "", "", auth...); code != 200 {
+	if code, body := a.call("POST", api+"/reload", "application/json", "", auth...); code != 200 {
 		t.Errorf("reload with the token: %d %s", code, body)
 	}
 }

@@ -74,7 +74,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		return err
 	}
-	if body != nil {
+	if method != http.MethodGet {
+		// Even with no body: the API refuses a state-changing request
+		// without it (a browser's cross-site request cannot send it).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {

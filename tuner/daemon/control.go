@@ -124,6 +124,9 @@ func (d *Daemon) Cancel(ctx context.Context, study string, run uint64) (*CancelR
 
 // Ready reports whether the daemon is scheduling, and why not.
 func (d *Daemon) Ready() (bool, string) {
+	if err := d.db.Corrupt(); err != nil {
+		return false, err.Error()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch d.phase {

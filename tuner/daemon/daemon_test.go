@@ -533,8 +533,8 @@ func TestCancel(t *testing.T) {
 	}
 	r.waitFor("the run cancelled", func() bool { return r.status("s").LastOutcome == daemon.OutcomeCancelled })
 	got, _ := r.db.Run(ctx, "s", run.run.ID)
-	if got.State != store.RunFailed || !strings.Contains(got.Detail, "cancelled") {
-		t.Errorf("cancelled run in the store: %s %q, want failed, cancelled (not resumable)", got.State, got.Detail)
+	if got.State != store.RunCancelled || got.Outcome != store.OutcomeCancelled || !strings.Contains(got.Detail, "cancelled") {
+		t.Errorf("cancelled run in the store: %s/%s %q, want cancelled (not resumable)", got.State, got.Outcome, got.Detail)
 	}
 	// The queued trigger started once the target was free.
 	next := r.runner.next(t)
@@ -556,8 +556,8 @@ func TestCancel(t *testing.T) {
 	if err != nil || res.What != "unfinished" {
 		t.Fatalf("cancel of an unfinished run: %+v, %v", res, err)
 	}
-	if got, _ := r.db.Run(ctx, "s", stale.ID); got.State != store.RunFailed {
-		t.Errorf("stale run %s, want failed", got.State)
+	if got, _ := r.db.Run(ctx, "s", stale.ID); got.State != store.RunCancelled {
+		t.Errorf("stale run %s, want cancelled", got.State)
 	}
 	if _, err := r.d.Cancel(ctx, "s", stale.ID); !errors.Is(err, daemon.ErrNothingToCancel) {
 		t.Errorf("cancel of a finished run: %v, want ErrNothingToCancel", err)

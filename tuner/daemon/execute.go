@@ -134,7 +134,8 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// abandon closes an unfinished run so that it is not resumed.
+// abandon closes an unfinished run as cancelled, so that it is not
+// resumed.
 func (d *Daemon) abandon(ctx context.Context, study string, id uint64, why string) error {
 	r, err := d.db.Run(context.WithoutCancel(ctx), study, id)
 	if err != nil {
@@ -143,7 +144,7 @@ func (d *Daemon) abandon(ctx context.Context, study string, id uint64, why strin
 	if !r.State.Unfinished() {
 		return nil
 	}
-	r.State, r.Outcome, r.Detail = store.RunFailed, store.OutcomeError, why
+	r.State, r.Outcome, r.Detail = store.RunCancelled, store.OutcomeCancelled, why
 	r.Ended = d.clock.Now().UTC()
 	return d.db.PutRun(context.WithoutCancel(ctx), r)
 }

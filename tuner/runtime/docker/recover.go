@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -149,12 +150,22 @@ func (r *Runtime) removeTrials(ctx context.Context) (int, error) {
 		return 0, apiErr("listing trial containers", err)
 	}
 	var errs []error
+	host, _ := os.Hostname()
+	removed := 0
 	for _, c := range list {
+		// Only a dead batchtune's containers: another live one (a daemon
+		// and a one-shot tune of the same study) is mid-trial in its own.
+		if gone, why := ownerState(c.Labels[LabelOwner], r.owner, host, pidAlive); !gone {
+			errs = append(errs, fmt.Errorf("%w: %s of study %s is %s", ErrTrialInUse, strings.TrimPrefix(firstName(c.Names, c.ID), "/"), r.opts.Study, why))
+			continue
+		}
 		if err := r.cli.ContainerRemove(cctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, apiErr("removing trial container "+c.ID, err))
+			continue
 		}
+		removed++
 	}
-	return len(list), errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }
 
 // Restore stops the trial container, removes every trial container of the
