@@ -18,8 +18,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/batchtune/batchtune/internal/atomicfile"
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/atomicfile"
 	"github.com/batchtune/batchtune/tuner/daemon"
 )
 
