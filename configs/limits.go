@@ -119,8 +119,8 @@ func ThreadWarnings(s *Study, cores int) []string {
 	limit := int64(MaxThreadsPerCore * cores)
 	var out []string
 	for _, p := range s.Space {
-		if !slices.Contains(threadParams, p.Name) {
-			continue
+		if !slices.Contains(threadParams, p.Name) || p.UpToCores {
+			continue // up_to_cores drops the values above the cores
 		}
 		top := int64(0)
 		for _, v := range p.Values {

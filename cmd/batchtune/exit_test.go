@@ -20,7 +20,8 @@ func TestExitStatus(t *testing.T) {
 	}{
 		{[]string{"batchtune", "tune", "--no-such-flag"}, exitUsage},
 		{[]string{"batchtune", "tune", "--trials", "-3"}, exitUsage},
-		{[]string{"batchtune", "tune", "extra-argument"}, exitUsage},
+		{[]string{"batchtune", "tune", "one.yaml", "extra-argument"}, exitUsage},
+		{[]string{"batchtune", "tune", "/nonexistent/study.yaml"}, exitError},
 		{[]string{"batchtune", "validate", "/nonexistent/study.yaml"}, exitError},
 	} {
 		if got := run(tc.args); got != tc.want {

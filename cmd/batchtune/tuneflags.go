@@ -14,9 +14,9 @@ func studyArg(c *cli.Context, cmd string) (string, error) {
 	flag := c.String("config")
 	switch {
 	case c.NArg() > 1:
-		return "", fmt.Errorf("%s: one study file at most, got %d arguments", cmd, c.NArg())
+		return "", usageErr(fmt.Errorf("%s: one study file at most, got %d arguments", cmd, c.NArg()))
 	case c.NArg() == 1 && flag != "" && flag != c.Args().First():
-		return "", fmt.Errorf("%s: the study is given twice (--config %s and argument %s): give one", cmd, flag, c.Args().First())
+		return "", usageErr(fmt.Errorf("%s: the study is given twice (--config %s and argument %s): give one", cmd, flag, c.Args().First()))
 	case c.NArg() == 1:
 		return c.Args().First(), nil
 	}
