@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"gonum.org/v1/gonum/stat"
-	"gonum.org/v1/gonum/stat/distuv"
-
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/estimate"
+	// The study's search.strategy is checked against the strategies
+	// package search declares; the report reads studies, so it links them.
+	_ "github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
 )
 
@@ -447,13 +448,10 @@ func candidates(trials []Trial, conf float64, v *Verdict) []Candidate {
 		if len(c.Samples) == 0 {
 			continue
 		}
-		c.Mean, c.Low, c.High = stat.Mean(c.Samples, nil), 0, 0
-		c.Low, c.High = c.Mean, c.Mean
-		if n := len(c.Samples); n >= 2 {
-			sd := stat.StdDev(c.Samples, nil)
-			half := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}.Quantile(1-(1-conf)/2) * sd / math.Sqrt(float64(n))
-			c.Low, c.High, c.Bounded = c.Mean-half, c.Mean+half, true
-		}
+		// The tuner's own estimate (geometric mean, log-scale interval),
+		// so the page shows what the confirmation ranked by.
+		e := estimate.Of(c.Samples, conf)
+		c.Mean, c.Low, c.High, c.Bounded = e.Mean, e.Low, e.High, e.Bounded
 		if v != nil && c.Role == store.RoleConfirm && configKey(c.Config) == configKey(v.Config) {
 			c.Winner = true
 		}

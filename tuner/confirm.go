@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/estimate"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner/runtime"
@@ -282,7 +283,7 @@ func (t *Tuner) tally(all []Candidate, trials []store.Trial, level float64) {
 			c.P99 = time.Duration(p99 / float64(n))
 			c.MeanBatch, c.QueueShare = batch/float64(n), queue/float64(n)
 		}
-		c.Estimate = estimate(c.Samples, level)
+		c.Estimate = estimate.Of(c.Samples, level)
 		c.Bound = c.Estimate.Low
 		if !t.maximize() {
 			c.Bound = c.Estimate.High

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/estimate"
 	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/store/storetest"
@@ -86,7 +87,7 @@ func TestScore(t *testing.T) {
 func TestEstimateAndGain(t *testing.T) {
 	// On the log scale: the geometric mean of 5, 10, 20 is 10; the logs'
 	// sd is ln 2; t(0.975, 2) = 4.302653, half-width 4.302653·ln2/√3.
-	e := estimate([]float64{5, 10, 20}, 0.95)
+	e := estimate.Of([]float64{5, 10, 20}, 0.95)
 	if math.Abs(e.Mean-10) > 1e-9 || math.Abs(e.SD-math.Ln2) > 1e-12 || !e.Bounded {
 		t.Fatalf("estimate = %+v", e)
 	}
@@ -94,7 +95,7 @@ func TestEstimateAndGain(t *testing.T) {
 	if math.Abs(math.Log(e.High/10)-half) > 1e-5 || math.Abs(math.Log(10/e.Low)-half) > 1e-5 {
 		t.Errorf("interval [%v, %v], want 10·exp(±%v)", e.Low, e.High, half)
 	}
-	if one := estimate([]float64{5}, 0.95); one.Bounded || one.Low != 5 || one.High != 5 {
+	if one := estimate.Of([]float64{5}, 0.95); one.Bounded || one.Low != 5 || one.High != 5 {
 		t.Errorf("one sample: %+v, want unbounded at the mean", one)
 	}
 	// Maximising: 12 vs 10 (geometric means of symmetric log spreads) is
@@ -119,7 +120,7 @@ func TestEstimateAndGain(t *testing.T) {
 // 1 041 req/s) gave [-452.8, 3643.8] on the linear scale; on the log scale
 // the interval is positive and holds the geometric mean.
 func TestEstimateIsNeverNegative(t *testing.T) {
-	e := estimate([]float64{553, 1041}, 0.95)
+	e := estimate.Of([]float64{553, 1041}, 0.95)
 	if !(e.Low > 0 && e.Low < e.Mean && e.Mean < e.High) {
 		t.Fatalf("estimate = %+v, want 0 < low < mean < high", e)
 	}

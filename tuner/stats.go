@@ -4,68 +4,13 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/stat"
-	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/batchtune/batchtune/internal/estimate"
 )
 
 // Estimate summarises repeated measurements of one configuration's
-// objective. Throughput and latency are positive and their run-to-run
-// spread is multiplicative (a restart that lands in a worse batching state
-// costs a fraction, not a fixed amount), so the estimate is taken on the
-// log scale: Mean is the geometric mean, SD the standard deviation of the
-// logs, and the interval exp(mean log ± t·sd/√n) is never negative and
-// never symmetric in absurd ways (2 repeats at 550 and 1 040 req/s give
-// [171, 3 350], not [-453, 3 644]).
-type Estimate struct {
-	N    int     `json:"n"`
-	Mean float64 `json:"mean"`
-	// SD is the standard deviation of the samples' natural logs.
-	SD float64 `json:"sd_log"`
-	// Low and High bound a two-sided confidence interval on the geometric
-	// mean at the level it was computed with (Student's t on the logs).
-	// With fewer than two samples there is no interval: Bounded is false
-	// and both are the mean.
-	Low     float64 `json:"low"`
-	High    float64 `json:"high"`
-	Bounded bool    `json:"bounded"`
-}
-
-// logs returns the natural logs of the positive samples; a sample of 0 or
-// less (nothing served) has no logarithm and is left out.
-func logs(xs []float64) []float64 {
-	out := make([]float64, 0, len(xs))
-	for _, x := range xs {
-		if x > 0 && !math.IsInf(x, 0) {
-			out = append(out, math.Log(x))
-		}
-	}
-	return out
-}
-
-// estimate computes the geometric mean, the log standard deviation and a
-// two-sided t interval at confidence level conf (0.9 means 90%).
-func estimate(xs []float64, conf float64) Estimate {
-	ls := logs(xs)
-	e := Estimate{N: len(ls)}
-	if len(ls) == 0 {
-		return e
-	}
-	m, sd := stat.MeanStdDev(ls, nil)
-	e.Mean = math.Exp(m)
-	if len(ls) < 2 {
-		e.Low, e.High = e.Mean, e.Mean
-		return e
-	}
-	e.SD = sd
-	half := tQuantile(conf, float64(len(ls)-1)) * sd / math.Sqrt(float64(len(ls)))
-	e.Low, e.High, e.Bounded = math.Exp(m-half), math.Exp(m+half), true
-	return e
-}
-
-// tQuantile is the two-sided critical value of Student's t with df degrees
-// of freedom at confidence conf.
-func tQuantile(conf, df float64) float64 {
-	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Quantile(1 - (1-conf)/2)
-}
+// objective (package estimate: geometric mean, log-scale interval).
+type Estimate = estimate.Estimate
 
 // Gain is the relative difference between a candidate's objective and the
 // baseline's, oriented so that positive is better: the ratio of geometric
@@ -85,7 +30,7 @@ type Gain struct {
 // gain compares candidate samples c with baseline samples b. maximize says
 // which direction is better.
 func gain(c, b []float64, maximize bool, conf float64) Gain {
-	lc, lb := logs(c), logs(b)
+	lc, lb := estimate.Logs(c), estimate.Logs(b)
 	g := Gain{Conf: conf}
 	if len(lc) == 0 || len(lb) == 0 {
 		return g
@@ -112,7 +57,7 @@ func gain(c, b []float64, maximize bool, conf float64) Gain {
 	if se == 0 || math.IsNaN(df) {
 		return g
 	}
-	half := tQuantile(conf, df) * se
+	half := estimate.TQuantile(conf, df) * se
 	g.Low, g.High = rel(d-sign*half), rel(d+sign*half)
 	if g.Low > g.High {
 		g.Low, g.High = g.High, g.Low
