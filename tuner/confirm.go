@@ -144,9 +144,6 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	total := repeats * len(all)
 
 	key := func(c *Candidate) string { return c.role + "/" + configOf(c.Config).Key() }
-	counted := func(tr *store.Trial) bool {
-		return tr.State.Terminal() && tr.State != store.TrialInterrupted && !infraFailure(tr)
-	}
 	done := map[string]int{}
 	for _, tr := range trials {
 		if counted(&tr) {
@@ -252,9 +249,15 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	return conf, trials, nil
 }
 
+// counted reports whether a confirmation trial counts as one of its
+// candidate's repeats: it ended, and not for an infrastructure reason
+// (infra.go), which says nothing about the configuration.
+func counted(tr *store.Trial) bool {
+	return tr.State.Terminal() && tr.State != store.TrialInterrupted && !infraFailure(tr)
+}
+
 // tally recomputes every candidate's figures from the stage's trials.
 func (t *Tuner) tally(all []Candidate, trials []store.Trial, level float64) {
-	counted := func(tr *store.Trial) bool { return tr.State.Terminal() && tr.State != store.TrialInterrupted }
 	for i := range all {
 		c := &all[i]
 		c.Repeats, c.Feasible, c.Samples, c.Reasons = 0, 0, nil, nil
