@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batchtune/batchtune/emulator/model"
-	"github.com/batchtune/batchtune/emulator/sim"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/search/replay"
 )
@@ -38,15 +36,7 @@ func refineCmd(ctx context.Context, args []string) error {
 	if *specPath == "" || *path == "" {
 		return fmt.Errorf("refine: -spec and -surface are required")
 	}
-	var sp surfaceSpec
-	if err := readJSON(*specPath, &sp); err != nil {
-		return err
-	}
-	cal, err := sim.LoadCalibration(sp.Calibration)
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(sp.Model)
+	sp, cal, m, err := loadSpec(*specPath)
 	if err != nil {
 		return err
 	}
@@ -97,7 +87,7 @@ func refineCmd(ctx context.Context, args []string) error {
 				if i >= len(contenders) || ctx.Err() != nil {
 					return
 				}
-				ms, err := simulateConfig(ctx, &sp, m.Desc, cal, surf.Space(), contenders[i], 1000, *runs)
+				ms, err := simulateConfig(ctx, sp, m.Desc, cal, surf.Space(), contenders[i], 1000, *runs)
 				if err != nil {
 					mu.Lock()
 					firstErr = fmt.Errorf("%s: %w", contenders[i], err)

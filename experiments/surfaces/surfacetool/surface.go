@@ -57,20 +57,12 @@ func surfaceCmd(ctx context.Context, args []string) error {
 	if *specPath == "" || *out == "" {
 		return fmt.Errorf("surface: -spec and -o are required")
 	}
-	var sp surfaceSpec
-	if err := readJSON(*specPath, &sp); err != nil {
+	sp, cal, m, err := loadSpec(*specPath)
+	if err != nil {
 		return err
 	}
 	if sp.Repeats < 1 {
 		return fmt.Errorf("surface: repeats must be at least 1")
-	}
-	cal, err := sim.LoadCalibration(sp.Calibration)
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(sp.Model)
-	if err != nil {
-		return err
 	}
 	started := time.Now()
 	h := replay.Header{
@@ -112,7 +104,7 @@ func surfaceCmd(ctx context.Context, args []string) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				ms, err := simulateConfig(ctx, &sp, m.Desc, cal, space, j.c, 0, sp.Repeats)
+				ms, err := simulateConfig(ctx, sp, m.Desc, cal, space, j.c, 0, sp.Repeats)
 				if err != nil {
 					errs <- fmt.Errorf("%s: %w", j.c, err)
 					return
@@ -168,6 +160,23 @@ feed:
 	}
 	fmt.Printf("wrote %s in %s\n", *out, time.Since(started).Round(time.Second))
 	return describe(surf)
+}
+
+// loadSpec reads a surface spec with the calibration and model it names.
+func loadSpec(path string) (*surfaceSpec, *sim.Calibration, *model.Model, error) {
+	var sp surfaceSpec
+	if err := readJSON(path, &sp); err != nil {
+		return nil, nil, nil, err
+	}
+	cal, err := sim.LoadCalibration(sp.Calibration)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := model.Load(sp.Model)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &sp, cal, m, nil
 }
 
 // simulateConfig runs one configuration count times, repeats first,
