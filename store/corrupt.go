@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -49,6 +50,15 @@ func (db *DB) guardedTx(timeout time.Duration, write bool, fn func(*bolt.Tx) err
 			return fmt.Errorf("%w: %s (it was removed)", ErrNotExist, db.path)
 		}
 	}
+	if err := checkNotTruncated(db.path); err != nil {
+		db.corrupt = err
+		db.log.Error("store is corrupt", "path", db.path, "err", err)
+		return err
+	}
+	// A fault reading the mapped file (a page past its end, an I/O error
+	// on the device) becomes a panic that the recover below turns into
+	// ErrCorrupt, instead of a fatal error that kills the daemon.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	var files []*os.File
 	opts := &bolt.Options{
 		Timeout:  timeout,

@@ -74,13 +74,25 @@ func TestCorruptStoreIsAnErrorNotAPanic(t *testing.T) {
 	corruptions := []struct {
 		name string
 		do   func(t *testing.T, path string)
+		says string // in the error, beside what to do
 	}{
-		{"page flags flipped", flipPageFlags},
+		{"page flags flipped", flipPageFlags, "bbolt failed reading it"},
+		// bbolt reads the pages past the end without checking the
+		// length: a memory fault that killed the test binary in CI.
 		{"truncated to 8192 bytes", func(t *testing.T, path string) {
 			if err := os.Truncate(path, 8192); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, "it was truncated"},
+		{"tail cut off", func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, fi.Size()/2); err != nil {
+				t.Fatal(err)
+			}
+		}, "it was truncated"},
 	}
 	for _, c := range corruptions {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,8 +109,8 @@ func TestCorruptStoreIsAnErrorNotAPanic(t *testing.T) {
 				}
 			}
 			t.Logf("reading: %v", err)
-			if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "Move it aside (mv "+path) {
-				t.Fatalf("reading: %v, want store: corrupt with what to do", err)
+			if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "Move it aside (mv "+path) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("reading: %v, want store: corrupt, %q, with what to do", err, c.says)
 			}
 			if ro != nil {
 				if _, again := ro.Studies(ctx); !errors.Is(again, store.ErrCorrupt) {
