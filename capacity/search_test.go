@@ -1,0 +1,139 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// knee is a synthetic server: it meets the SLO up to capacity and above it
+// achieves at most saturate req/s.
+func knee(capacity, saturate float64, calls *int) MeasureFunc {
+	return func(_ context.Context, rate float64) (Step, error) {
+		*calls++
+		s := Step{Achieved: min(rate, saturate), Quantile: time.Duration(float64(40*time.Millisecond) * rate / capacity)}
+		s.Meets = rate <= capacity
+		if !s.Meets {
+			s.Reason = "p99 over the SLO"
+		}
+		return s, nil
+	}
+}
+
+// TestSearchBracketsTheKnee: over capacities and starts four orders of
+// magnitude apart, the result brackets the true capacity within the
+// resolution, in at most MaxSteps, and every step is kept.
+func TestSearchBracketsTheKnee(t *testing.T) {
+	worst := 0
+	for _, c := range []float64{3, 97, 1000, 1720, 25_000} {
+		for _, startFactor := range []float64{0.01, 0.3, 0.9, 1, 1.1, 3, 40} {
+			for _, slo := range []time.Duration{0, 40 * time.Millisecond} {
+				calls := 0
+				r, err := Search(context.Background(), knee(c, c*1.3, &calls), Options{Start: c * startFactor, SLO: slo, MaxSteps: 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Resolved || r.Capacity > c || r.Upper <= c || r.Upper > r.Capacity*1.05+1e-9 {
+					t.Errorf("capacity %g, start %g×, slo %v: got [%g, %g) resolved %v after %d steps: %s",
+						c, startFactor, slo, r.Capacity, r.Upper, r.Resolved, len(r.Steps), r.Note)
+				}
+				if len(r.Steps) != calls {
+					t.Errorf("%d steps kept of %d measured", len(r.Steps), calls)
+				}
+				if startFactor >= 0.3 && startFactor <= 3 {
+					worst = max(worst, calls)
+				}
+				knee, ok := r.Knee()
+				if !ok || knee.Offered != r.Capacity {
+					t.Errorf("knee %+v, want the step at %g", knee, r.Capacity)
+				}
+			}
+		}
+	}
+	// From a start within 3x of the truth, the 5% bracket takes at most 8
+	// steps: about 3 fixed-load trials' worth at the probe's step length.
+	t.Logf("worst steps from a start within 3x: %d", worst)
+	if worst > 8 {
+		t.Errorf("a start within 3x took %d steps, want <= 8", worst)
+	}
+}
+
+// TestSearchEnds: a server that meets nothing, one that meets everything
+// up to Max, a measuring error, and bad options.
+func TestSearchEnds(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	r, err := Search(ctx, knee(0.1, 0.1, &calls), Options{Start: 100})
+	if err != nil || r.Capacity != 0 || r.Resolved || !strings.Contains(r.Note, "even at the lowest rate") {
+		t.Errorf("nothing meets: %+v, %v", r, err)
+	}
+	r, err = Search(ctx, knee(1e9, 1e9, &calls), Options{Start: 1000, Max: 5000})
+	if err != nil || r.Capacity != 5000 || !r.Bounded || !strings.Contains(r.Note, "highest rate allowed") {
+		t.Errorf("everything meets: %+v, %v", r, err)
+	}
+	boom := errors.New("server exited")
+	n := 0
+	r, err = Search(ctx, func(_ context.Context, rate float64) (Step, error) {
+		n++
+		if n == 3 {
+			return Step{}, boom
+		}
+		return Step{Meets: true, Achieved: rate}, nil
+	}, Options{Start: 10})
+	if !errors.Is(err, boom) || len(r.Steps) != 2 || r.Capacity != 15 {
+		t.Errorf("measuring error: %+v, %v", r, err)
+	}
+	for _, o := range []Options{{}, {Start: math.Inf(1)}, {Start: 1, Resolution: 1.5}, {Start: 1, Min: 10, Max: 5}, {Start: 1, MaxSteps: 1}} {
+		if _, err := Search(ctx, knee(1, 1, &calls), o); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("options %+v: %v, want ErrBadOptions", o, err)
+		}
+	}
+}
+
+// TestSaturationGuidesTheStepDown: a first step far above a server that
+// saturates sends the next step to just under what it achieved, not to
+// half the offered rate.
+func TestSaturationGuidesTheStepDown(t *testing.T) {
+	calls := 0
+	r, _ := Search(context.Background(), knee(800, 900, &calls), Options{Start: 1200})
+	if len(r.Steps) < 2 || math.Abs(r.Steps[1].Offered-0.9*900) > 1e-9 {
+		t.Fatalf("second step at %g, want 0.9 × the 900 achieved", r.Steps[1].Offered)
+	}
+}
+
+func TestReplicas(t *testing.T) {
+	for _, c := range []struct {
+		target, capacity, headroom float64
+		want                       int
+	}{
+		{100_000, 1000, 0.5, 200},
+		{100_000, 1720, 0.65, 90},
+		{1, 1e6, 1, 1},
+		{8000, 8000, 0.65, 2},
+	} {
+		got, err := Replicas(c.target, c.capacity, c.headroom)
+		if err != nil || got != c.want {
+			t.Errorf("Replicas(%g, %g, %g) = %d, %v; want %d", c.target, c.capacity, c.headroom, got, err, c.want)
+		}
+	}
+	for _, bad := range [][3]float64{{0, 1, 0.5}, {1, 0, 0.5}, {1, 1, 0}, {1, 1, 1.2}, {math.NaN(), 1, 0.5}, {1e300, 1e-300, 1}} {
+		if _, err := Replicas(bad[0], bad[1], bad[2]); err == nil {
+			t.Errorf("Replicas(%v) accepted", bad)
+		}
+	}
+	if _, err := Replicas(1, 1, 1.2); err == nil || !strings.Contains(err.Error(), "headroom") {
+		t.Errorf("error %v does not name the headroom", err)
+	}
+}
+
+func TestStartFromBurst(t *testing.T) {
+	if got := StartFromBurst(1000, 20*time.Millisecond, 40*time.Millisecond); got != 900 {
+		t.Errorf("under the SLO: %g, want 900", got)
+	}
+	if got := StartFromBurst(1000, 80*time.Millisecond, 40*time.Millisecond); got != 450 {
+		t.Errorf("twice the SLO: %g, want 450", got)
+	}
+}
