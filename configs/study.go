@@ -60,6 +60,9 @@ const (
 	// ObjectiveMinLatency minimises the SLO's latency quantile at a fixed
 	// open-loop rate, subject to achieving the rate.
 	ObjectiveMinLatency Objective = "min_latency"
+	// ObjectiveMaxCapacity maximises the highest open-loop rate at which
+	// the SLO holds (package capacity).
+	ObjectiveMaxCapacity Objective = "max_capacity"
 )
 
 // Study is one tuning study as written in a study YAML file, with every

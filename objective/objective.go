@@ -19,6 +19,10 @@ const (
 	// MinLatency minimises P99 at a fixed open-loop rate, subject to
 	// achieving the rate (and error rate ≤ budget).
 	MinLatency
+	// MaxCapacity maximises the highest open-loop rate at which the
+	// server meets the SLO (package capacity's search), the figure fleets
+	// are sized with.
+	MaxCapacity
 )
 
 // Direction says whether larger or smaller objective values are better.
@@ -61,6 +65,9 @@ var kinds = []kind{
 	MinLatency: {name: "min_latency", direction: Minimize, openLoop: true,
 		wrongLoad: "an open-loop load (load.mode: open with load.rate): in a closed loop a slower server is sent fewer requests",
 		doc:       "min_latency\n(at load.mode open, subject to achieving load.rate)"},
+	MaxCapacity: {name: "max_capacity", direction: Maximize,
+		wrongLoad: "a closed-loop load (load.mode: closed): its concurrency sizes the short burst that starts the search for the highest rate",
+		doc:       "max_capacity\n(the highest open-loop rate within the SLO, searched from a burst at load.concurrency)"},
 }
 
 // Known reports whether k is a declared objective.

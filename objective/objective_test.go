@@ -13,7 +13,7 @@ import (
 )
 
 func TestKinds(t *testing.T) {
-	if diff := cmp.Diff([]string{"max_throughput", "min_latency"}, objective.Names()); diff != "" {
+	if diff := cmp.Diff([]string{"max_throughput", "min_latency", "max_capacity"}, objective.Names()); diff != "" {
 		t.Errorf("Names (-want +got):\n%s", diff)
 	}
 	// configs' spellings are the names declared here.
@@ -32,7 +32,7 @@ func TestKinds(t *testing.T) {
 			t.Errorf("%v → %q → %v (%v)", k, b, back, err)
 		}
 	}
-	if _, err := objective.Parse("capacity"); err == nil || !strings.Contains(err.Error(), "use max_throughput or min_latency") {
+	if _, err := objective.Parse("capacity"); err == nil || !strings.Contains(err.Error(), "use max_throughput, min_latency or max_capacity") {
 		t.Errorf("Parse(capacity): %v", err)
 	}
 	if _, err := objective.Kind(7).MarshalText(); err == nil {
@@ -93,7 +93,7 @@ func TestValidate(t *testing.T) {
 	if err := (objective.Objective{Kind: objective.MaxThroughput, ErrorBudget: 0.01}).Validate(); err != nil {
 		t.Errorf("a valid objective: %v", err)
 	}
-	if err := (objective.Objective{}).Validate(); err == nil || !strings.Contains(err.Error(), "objective.kind: must be max_throughput or min_latency") {
+	if err := (objective.Objective{}).Validate(); err == nil || !strings.Contains(err.Error(), "objective.kind: must be max_throughput, min_latency or max_capacity") {
 		t.Errorf("no kind: %v", err)
 	}
 }

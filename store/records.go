@@ -285,6 +285,14 @@ type Recommendation struct {
 	// Baseline names what the gain is measured against: "tf-defaults",
 	// "production" or "incumbent".
 	Baseline string `json:"baseline,omitempty"`
+	// Capacity is the highest open-loop rate (req/s) the recommended
+	// configuration sustains within the SLO, with its confidence interval
+	// [CapacityLow, CapacityHigh] at Confidence; zero when the run did not
+	// measure capacity (objective max_throughput or min_latency). Fleets
+	// are sized on CapacityLow (package capacity's Replicas).
+	Capacity     float64 `json:"capacity,omitempty"`
+	CapacityLow  float64 `json:"capacity_low,omitempty"`
+	CapacityHigh float64 `json:"capacity_high,omitempty"`
 	// Accepted is true when the configuration was exported (and rolled
 	// out); false when it was recorded but the incumbent was kept.
 	Accepted bool   `json:"accepted"`
