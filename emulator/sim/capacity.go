@@ -226,9 +226,12 @@ func quantileName(q float64) string {
 
 // SweepCapacity measures n steps at rates spaced geometrically from lo to
 // hi (the check of a search against brute force). Its Capacity is the
-// highest rate before the first that broke the SLO, Upper that first
-// broken rate (0 when none broke): the knee a sweep sees. Resolved is set
-// when some rate met and some broke.
+// highest rate that met the SLO (0 when none did), Upper the next rate
+// swept, which broke it (0 when Capacity is hi). A step's verdict need not
+// be monotone in the rate (a long batch timeout waits longest at low
+// rates; noise near the SLO): count the steps that met above the first
+// that broke to see how far it is not. Resolved is set when some rate met
+// and a higher one broke.
 func SweepCapacity(ctx context.Context, c CapacityTrial, lo, hi float64, n int) (capacity.Result, error) {
 	if c.BurstConcurrency < 1 {
 		c.BurstConcurrency = 1 // a sweep runs no burst
@@ -250,12 +253,10 @@ func SweepCapacity(ctx context.Context, c CapacityTrial, lo, hi float64, n int) 
 			return r, fmt.Errorf("%w: the configuration did not load: %s", ErrTrial, res.Reason)
 		}
 		r.Steps = append(r.Steps, s)
-		if r.Upper == 0 {
-			if s.Meets {
-				r.Capacity = rate
-			} else {
-				r.Upper = rate
-			}
+		if s.Meets {
+			r.Capacity, r.Upper = rate, 0
+		} else if r.Capacity > 0 && r.Upper == 0 {
+			r.Upper = rate
 		}
 	}
 	r.Resolved = r.Capacity > 0 && r.Upper > 0

@@ -99,7 +99,7 @@ func capcheckCmd(ctx context.Context, args []string) error {
 	fmt.Printf("# surfacetool capcheck -spec %s -n %d -rates %d -lo %g -hi %g -seed %d\n", *specPath, *n, *rates, *lo, *hi, *seed)
 	fmt.Printf("# step %s warmup + %s measured; SLO %s, error budget %g; resolution %g\n", time.Duration(sp.Warmup), time.Duration(sp.Duration), time.Duration(sp.SLO), sp.ErrorBudget, res)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "config\tsearch [lo, hi)\tsteps\tsweep [lo, hi)\tsweep met above its knee\tsearch/sweep\tagree")
+	fmt.Fprintln(tw, "config\tsearch [lo, hi)\tsteps\tsweep [lo, hi)\tsweep steps met above the first broken\tsearch/sweep\tagree")
 	checked, agreed := 0, 0
 	seen := map[string]bool{}
 	for _, c := range picks {
@@ -128,11 +128,14 @@ func capcheckCmd(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		above := 0
+		// Steps that met above the first that broke: how far the verdict
+		// is from monotone in the rate.
+		above, broke := 0, false
 		for _, s := range sw.Steps {
-			if s.Meets && sw.Upper > 0 && s.Offered > sw.Upper {
+			if s.Meets && broke {
 				above++
 			}
+			broke = broke || !s.Meets
 		}
 		ok := sim.BracketsAgree(r.Result, sw, res)
 		checked++
