@@ -58,7 +58,7 @@ type surfaceSpec struct {
 func surfaceCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("surface", flag.ContinueOnError)
 	specPath := fs.String("spec", "", "surface spec (JSON)")
-	out := fs.String("o", "", "surface file to write (batchtune-surface/1)")
+	out := fs.String("o", "", "surface file to write (batchtune-surface/2)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations in parallel")
 	if err := fs.Parse(args); err != nil {
 		return err
