@@ -45,6 +45,13 @@
 // several seeds per configuration carries the run-to-run noise a tuner
 // meets.
 //
+// MeasureCapacity finds a configuration's capacity for max_capacity
+// surfaces: a closed-loop burst suggests the first rate, then package
+// capacity's search (the tuner's own) runs open-loop steps, each a Run at
+// one rate judged as the tuner judges a step; a step's seed depends on the
+// trial's seed and the rate, so SweepCapacity, which measures a grid of
+// rates to check the search, sees the same steps.
+//
 // Everything runs on the calling goroutine; Run never sleeps and checks
 // its context as it goes. Nothing here prints or exits.
 package sim

@@ -6,6 +6,7 @@
 #   experiments/search-bench/run.sh compare [FILE...]   # every strategy over recorded surfaces
 #   experiments/search-bench/run.sh compare design      # the surfaces the search was designed on
 #   experiments/search-bench/run.sh compare heldout     # the surfaces held out (experiments/surfaces/sets)
+#   experiments/search-bench/run.sh compare capacity-design, capacity-heldout   # the max_capacity surfaces, split the same way
 #
 # compare reads surface files (format: package search/replay, doc.go);
 # without arguments it takes experiments/surfaces/*.jsonl. Environment for
@@ -46,7 +47,7 @@ compare)
   bin/searchbench -seeds "${SEEDS:-30}" -budget "${BUDGET:-50}" -horizon "${HORIZON:-0}" ${FLAGS:-} "${files[@]}"
   ;;
 *)
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

@@ -9,6 +9,8 @@
 #   experiments/surfaces/run.sh fit MODEL        serving costs and noise fitted to real/MODEL-calib.jsonl -> calibration/MODEL.json
 #   experiments/surfaces/run.sh validate MODEL   simulation vs real/MODEL-valid.jsonl, a table of ratios
 #   experiments/surfaces/run.sh surface NAME     every configuration of specs/NAME.json simulated -> NAME.jsonl
+#                                                (a max_capacity spec: a capacity search per run)
+#   experiments/surfaces/run.sh capcheck NAME    capacity search vs a sweep of 20 rates on 5 configurations
 #   experiments/surfaces/run.sh all              the whole chain for ranker and mlp
 #
 # Measurements of the real stand-in (host, real) wait until the 1-minute
@@ -73,6 +75,11 @@ surface)
   echo "# $(date -u +%FT%TZ) bin/surfacetool surface -spec $dir/specs/$2.json -o $dir/$2.jsonl"
   bin/surfacetool surface -spec "$dir/specs/$2.json" -o "$dir/$2.jsonl"
   ;;
+capcheck)
+  build
+  echo "# $(date -u +%FT%TZ) bin/surfacetool capcheck -spec $dir/specs/$2.json"
+  bin/surfacetool capcheck -spec "$dir/specs/$2.json"
+  ;;
 all)
   for m in ranker mlp; do
     "$0" host "$m"
@@ -86,7 +93,7 @@ all)
   done
   ;;
 *)
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

@@ -391,6 +391,9 @@ func nearestRank(vals []float64, p float64) float64 {
 func (r *Report) WriteTable(w io.Writer) error {
 	unit := "QPS"
 	best := fmt.Sprintf("%.1f", r.BestTruth.Value)
+	if r.Objective.Kind == objective.MaxCapacity {
+		unit = "capacity (req/s)"
+	}
 	if r.Objective.Direction() == objective.Minimize {
 		unit = "P99"
 		best = r.BestTruth.P99.Round(10 * time.Microsecond).String()

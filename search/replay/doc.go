@@ -12,7 +12,11 @@
 // mean over a configuration's repeats) and how often its final pick was
 // truly feasible; Report.WriteTable formats that summary.
 //
-// # Surface file format (batchtune-surface/1)
+// # Surface file format (batchtune-surface/2, reading batchtune-surface/1)
+//
+// Version 2 adds max_capacity surfaces (below); everything else is version
+// 1 unchanged, and version 1 files are still read (and written back in
+// their own format).
 //
 // JSON Lines, UTF-8. Line 1 is the header object:
 //
@@ -45,4 +49,21 @@
 // truth, the mean over every run, and is never replayed to a strategy). Repeats of a
 // configuration are separate lines. Every configuration of the space that
 // passes the hard rules must be recorded at least once; lines in any order.
+//
+// A max_capacity surface (version 2 only) records per run the capacity:
+// the highest open-loop rate at which the run's step search (package
+// capacity) met the SLO quantile, the error budget and the rate; its
+// header's concurrency is the closed-loop burst that suggested the first
+// rate. Each line adds
+//
+//	"capacity":1234.5, "upper":1290.0,
+//	"steps":[{"rate":1100,"qps":1099.5,"p99_us":31000,"error_rate":0,"meets":true}, ...]
+//
+// capacity is required unless the run failed to load (0 when no rate met
+// the SLO), upper is the lowest rate that broke it (0: none did), steps
+// (optional) every step measured in order; qps, p99_us and error_rate are
+// the knee's, the step at the capacity. The truth of a configuration is the
+// mean capacity over its runs, feasible when above 0 and no run failed to
+// load; a replayed trial's Value is the drawn run's capacity, feasible when
+// above 0.
 package replay

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
 
@@ -58,6 +59,13 @@ func (r *Replayer) Run(c search.Config) (search.Trial, error) {
 	tr.QPS = m.QPS
 	tr.P99 = m.P99()
 	tr.ErrorRate = m.ErrorRate
+	if r.s.Header.Objective == objective.MaxCapacity {
+		// A capacity is the highest rate whose step met the SLO: the run
+		// is feasible when some rate did.
+		tr.Value = m.capacity()
+		tr.Feasible = tr.Value > 0
+		return tr, nil
+	}
 	tr.Feasible = r.s.feasible(m.QPS, tr.P99, m.ErrorRate)
 	tr.Value = r.s.value(m.QPS, tr.P99)
 	return tr, nil

@@ -18,8 +18,14 @@ import (
 	"github.com/batchtune/batchtune/search"
 )
 
-// Format is the header's format value this package reads and writes.
-const Format = "batchtune-surface/1"
+// Format is the header's format value this package writes for new
+// surfaces. Version 2 added max_capacity surfaces (a capacity and its
+// steps per measurement); FormatV1 files are still read, and written back
+// as they were.
+const (
+	Format   = "batchtune-surface/2"
+	FormatV1 = "batchtune-surface/1"
+)
 
 // DefaultRateTolerance is the share of a min_latency surface's rate a
 // measurement may fall short by and still count as achieving it.
@@ -92,6 +98,37 @@ type Measurement struct {
 	// contender (surfacetool refine): it counts in Truth, and a Replayer
 	// never answers with it, so strategies meet the sweep's own noise.
 	Reference bool `json:"reference,omitempty"`
+
+	// Capacity (max_capacity surfaces only, format 2, required unless the
+	// run failed to load) is the highest open-loop rate, in requests/s, at
+	// which the run's step search met the SLO: 0 when none did. Upper is
+	// the lowest rate that broke it (0: none did), so the true capacity
+	// lies in [Capacity, Upper). QPS, P99Micros and ErrorRate are then the
+	// step at the capacity's (the knee's), and Steps every step measured.
+	Capacity *float64 `json:"capacity,omitempty"`
+	Upper    float64  `json:"upper,omitempty"`
+	Steps    []Step   `json:"steps,omitempty"`
+}
+
+// Step is one open-loop step of a capacity measurement.
+type Step struct {
+	// Rate is the offered rate and QPS the achieved one, in requests/s.
+	Rate float64 `json:"rate"`
+	QPS  float64 `json:"qps"`
+	// P99Micros is the SLO quantile's latency in microseconds.
+	P99Micros float64 `json:"p99_us"`
+	ErrorRate float64 `json:"error_rate,omitempty"`
+	// Meets is the step's verdict: the SLO quantile within the SLO, the
+	// error rate within the budget, the rate kept.
+	Meets bool `json:"meets,omitempty"`
+}
+
+// capacity is the measurement's capacity (0 when it has none).
+func (m Measurement) capacity() float64 {
+	if m.Capacity == nil {
+		return 0
+	}
+	return *m.Capacity
 }
 
 // failed reports whether the server did not come up for this run.
@@ -119,7 +156,8 @@ type Truth struct {
 	// Feasible: never failed, and the means meet the SLO and error budget
 	// (max_throughput) or achieve the rate within tolerance (min_latency).
 	Feasible bool `json:"feasible"`
-	// Value is the mean objective: QPS, or P99 in seconds.
+	// Value is the mean objective: QPS, P99 in seconds, or capacity in
+	// requests/s (max_capacity: feasible when it is above 0).
 	Value float64 `json:"value"`
 }
 
@@ -146,14 +184,17 @@ func NewSurface(h Header) (*Surface, error) {
 
 func (s *Surface) checkHeader(ps *configs.Problems) {
 	h := &s.Header
-	if h.Format != Format {
-		ps.Add("format", "must be %q, got %q", Format, h.Format)
+	switch {
+	case h.Format != Format && h.Format != FormatV1:
+		ps.Add("format", "must be %q (or the older %q), got %q", Format, FormatV1, h.Format)
+	case h.Format == FormatV1 && h.Objective == objective.MaxCapacity:
+		ps.Add("objective", "max_capacity surfaces need format %q, got %q", Format, h.Format)
 	}
 	if h.Name == "" {
 		ps.Add("name", "must not be empty")
 	}
 	if h.Objective.Known() && !h.Objective.OpenLoop() && h.Concurrency < 1 {
-		ps.Add("concurrency", "a max_throughput surface needs the closed-loop concurrency it was measured at, got %d", h.Concurrency)
+		ps.Add("concurrency", "a %s surface needs the closed-loop concurrency it was measured at (max_capacity: its burst's), got %d", h.Objective, h.Concurrency)
 	}
 	if h.RateTolerance < 0 || h.RateTolerance >= 1 {
 		ps.Add("rate_tolerance", "must be in [0, 1), got %v", h.RateTolerance)
@@ -224,6 +265,9 @@ func (s *Surface) Add(m Measurement) error {
 	if !m.failed() && m.P99Micros == 0 && m.QPS > 0 {
 		return fmt.Errorf("a run that served requests needs p99_us > 0")
 	}
+	if err := s.checkCapacity(m); err != nil {
+		return err
+	}
 	k := c.Key()
 	i, ok := s.index[k]
 	if !ok {
@@ -232,6 +276,43 @@ func (s *Surface) Add(m Measurement) error {
 		s.points = append(s.points, Point{Config: c})
 	}
 	s.points[i].Runs = append(s.points[i].Runs, m)
+	return nil
+}
+
+// checkCapacity checks a measurement's capacity fields against the
+// surface's objective.
+func (s *Surface) checkCapacity(m Measurement) error {
+	if s.Header.Objective != objective.MaxCapacity {
+		if m.Capacity != nil || m.Upper != 0 || len(m.Steps) > 0 {
+			return fmt.Errorf("capacity, upper and steps belong to max_capacity surfaces, this one is %s", s.Header.Objective)
+		}
+		return nil
+	}
+	if m.Capacity == nil {
+		if m.failed() {
+			return nil
+		}
+		return fmt.Errorf("capacity is required on a max_capacity surface (0 when no rate met the SLO)")
+	}
+	c := *m.Capacity
+	switch {
+	case math.IsNaN(c) || math.IsInf(c, 0) || c < 0:
+		return fmt.Errorf("capacity must be finite and non-negative, got %v", c)
+	case math.IsNaN(m.Upper) || math.IsInf(m.Upper, 0) || m.Upper < 0:
+		return fmt.Errorf("upper must be finite and non-negative, got %v", m.Upper)
+	case m.Upper != 0 && m.Upper <= c:
+		return fmt.Errorf("upper %v must be above the capacity %v (the lowest rate that broke the SLO)", m.Upper, c)
+	}
+	for i, st := range m.Steps {
+		for _, v := range []float64{st.Rate, st.QPS, st.P99Micros, st.ErrorRate} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				return fmt.Errorf("steps[%d]: rate, qps, p99_us and error_rate must be finite and non-negative", i)
+			}
+		}
+		if !(st.Rate > 0) || st.ErrorRate > 1 {
+			return fmt.Errorf("steps[%d]: rate must be > 0 and error_rate in [0, 1], got %v and %v", i, st.Rate, st.ErrorRate)
+		}
+	}
 	return nil
 }
 
@@ -390,7 +471,7 @@ func (s *Surface) Truth(c search.Config) (Truth, bool) {
 func (s *Surface) truth(p Point) Truth {
 	var t Truth
 	n := 0
-	var p99 float64
+	var p99, capacity float64
 	for _, m := range p.Runs {
 		if m.failed() {
 			t.Failed = true
@@ -400,6 +481,7 @@ func (s *Surface) truth(p Point) Truth {
 		t.QPS += m.QPS
 		p99 += m.P99Micros
 		t.ErrorRate += m.ErrorRate
+		capacity += m.capacity()
 	}
 	if n == 0 {
 		return t
@@ -407,6 +489,12 @@ func (s *Surface) truth(p Point) Truth {
 	t.QPS /= float64(n)
 	t.ErrorRate /= float64(n)
 	t.P99 = time.Duration(p99 / float64(n) * float64(time.Microsecond))
+	if s.Header.Objective == objective.MaxCapacity {
+		// The capacity already holds the SLO verdict of every step.
+		t.Value = capacity / float64(n)
+		t.Feasible = !t.Failed && t.Value > 0
+		return t
+	}
 	t.Feasible = !t.Failed && s.feasible(t.QPS, t.P99, t.ErrorRate)
 	t.Value = s.value(t.QPS, t.P99)
 	return t

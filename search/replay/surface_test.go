@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(tinyLines(line8, line16)))
 	f.Add([]byte(tinyHeader))
 	f.Add([]byte(`{"format":"batchtune-surface/1"}` + "\n" + line8))
+	for _, path := range []string{"testdata/v1.jsonl", "testdata/capacity.jsonl"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Decode(bytes.NewReader(data), "fuzz")
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/search/replay"
 )
@@ -63,6 +64,9 @@ func refineCmd(ctx context.Context, args []string) error {
 		if dir == search.Minimize {
 			ratio = bt.Value / t.Value
 			near = t.QPS >= (1-*edge)*surf.Rate
+		}
+		if surf.Objective().Kind == objective.MaxCapacity {
+			near = true // a capacity holds the SLO verdict already
 		}
 		if ratio >= *within && near {
 			contenders = append(contenders, p.Config)

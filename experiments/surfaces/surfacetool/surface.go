@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/emulator/model"
 	"github.com/batchtune/batchtune/emulator/sim"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/search/replay"
 )
@@ -26,6 +28,9 @@ type surfaceSpec struct {
 	Model       string `json:"model"`
 	Calibration string `json:"calibration"`
 
+	// Objective max_capacity records a capacity per run (capacity.go):
+	// Concurrency is then the burst that suggests the first rate, and
+	// Warmup and Duration are each step's.
 	Objective   search.ObjectiveKind `json:"objective"`
 	Concurrency int                  `json:"concurrency,omitempty"`
 	Rate        float64              `json:"rate,omitempty"`
@@ -40,6 +45,10 @@ type surfaceSpec struct {
 	Duration duration            `json:"duration"`
 	Seed     uint64              `json:"seed"`
 	Space    []configs.ParamSpec `json:"space"`
+	// Capacity search settings (max_capacity only; 0: capacity's
+	// defaults, 5% and 10 steps).
+	Resolution float64 `json:"resolution,omitempty"`
+	MaxSteps   int     `json:"max_steps,omitempty"`
 	// Notes are appended to the surface header's source.
 	Notes string `json:"notes,omitempty"`
 }
@@ -49,7 +58,7 @@ type surfaceSpec struct {
 func surfaceCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("surface", flag.ContinueOnError)
 	specPath := fs.String("spec", "", "surface spec (JSON)")
-	out := fs.String("o", "", "surface file to write (batchtune-surface/1)")
+	out := fs.String("o", "", "surface file to write (batchtune-surface/2)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations in parallel")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,11 +74,17 @@ func surfaceCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("surface: repeats must be at least 1")
 	}
 	started := time.Now()
+	how := fmt.Sprintf("%d simulated runs per configuration, %s warmup + %s measured each; closed-loop clients over gRPC as the probe drives them",
+		sp.Repeats, time.Duration(sp.Warmup), time.Duration(sp.Duration))
+	if sp.Objective == objective.MaxCapacity {
+		how = fmt.Sprintf("%d simulated capacity searches per configuration (emulator/sim MeasureCapacity: a %d-client closed-loop burst suggests the first rate, then capacity.Search brackets the highest open-loop rate within the SLO to %g, at most %d steps of %s warmup + %s measured, each judged as the tuner judges a step)",
+			sp.Repeats, sp.Concurrency, cmp.Or(sp.Resolution, 0.05), cmp.Or(sp.MaxSteps, 10), time.Duration(sp.Warmup), time.Duration(sp.Duration))
+	}
 	h := replay.Header{
 		Format: replay.Format, Name: sp.Name,
 		Source: fmt.Sprintf("surfacetool surface -spec %s (emulator/sim: the stand-in's scheduler and device model in virtual time, host work priced by %s); "+
-			"%d simulated runs per configuration, %s warmup + %s measured each; closed-loop clients over gRPC as the probe drives them; --grpc_max_threads=%d pinned; recorded %s. %s",
-			*specPath, sp.Calibration, sp.Repeats, time.Duration(sp.Warmup), time.Duration(sp.Duration), sp.GRPCMaxThreads, started.UTC().Format("2006-01-02"), sp.Notes),
+			"%s; --grpc_max_threads=%d pinned; recorded %s. %s",
+			*specPath, sp.Calibration, how, sp.GRPCMaxThreads, started.UTC().Format("2006-01-02"), sp.Notes),
 		Model: cal.Model, Device: m.Desc.Device,
 		Objective: sp.Objective, Concurrency: sp.Concurrency, Rate: sp.Rate,
 		SLO: replay.Duration(sp.SLO), ErrorBudget: sp.ErrorBudget, Cores: cal.Cores, GPUs: sp.GPUs,
@@ -199,11 +214,21 @@ func simulateConfig(ctx context.Context, sp *surfaceSpec, desc model.Description
 	for r := first; r < first+count; r++ {
 		h := fnv.New64a()
 		h.Write([]byte(strconv.FormatUint(sp.Seed, 10) + "|" + c.Key() + "|" + strconv.Itoa(r)))
-		res, err := sim.Run(ctx, sim.Trial{
+		tr := sim.Trial{
 			Model: desc, Batching: space.Batching(c), IntraOp: get(search.IntraOpParallelism), InterOp: get(search.InterOpParallelism),
 			GRPCMaxThreads: grpc, Load: sim.Load{Concurrency: sp.Concurrency, Rate: sp.Rate},
 			Warmup: time.Duration(sp.Warmup), Duration: time.Duration(sp.Duration), Calibration: cal, Seed: h.Sum64(),
-		})
+		}
+		if sp.Objective == objective.MaxCapacity {
+			m, err := simulateCapacity(ctx, sp, tr)
+			if err != nil {
+				return nil, err
+			}
+			m.Config = vals
+			out = append(out, m)
+			continue
+		}
+		res, err := sim.Run(ctx, tr)
 		if err != nil {
 			return nil, err
 		}
@@ -259,7 +284,12 @@ func describe(s *replay.Surface) error {
 			n99++
 		}
 	}
-	fmt.Printf("best: %s: QPS %.1f, P99 %s, error rate %.4f\n", best, bt.QPS, bt.P99.Round(10*time.Microsecond), bt.ErrorRate)
+	capacity := s.Objective().Kind == objective.MaxCapacity
+	if capacity {
+		fmt.Printf("best: %s: capacity %.1f req/s (mean over runs; at the knee P99 %s, error rate %.4f)\n", best, bt.Value, bt.P99.Round(10*time.Microsecond), bt.ErrorRate)
+	} else {
+		fmt.Printf("best: %s: QPS %.1f, P99 %s, error rate %.4f\n", best, bt.QPS, bt.P99.Round(10*time.Microsecond), bt.ErrorRate)
+	}
 	fmt.Printf("within 95%% of the best: %d configurations (%.2f%%); within 99%%: %d (%.2f%%)\n",
 		n95, 100*float64(n95)/float64(len(pts)), n99, 100*float64(n99)/float64(len(pts)))
 	slices.Sort(values)
@@ -273,6 +303,10 @@ func describe(s *replay.Surface) error {
 		t, ok := s.Truth(c.c)
 		if !ok {
 			fmt.Printf("%s (%s): not runnable\n", c.name, c.c)
+			continue
+		}
+		if capacity {
+			fmt.Printf("%s (%s): feasible %v, capacity %.1f req/s (%.3f of best)\n", c.name, c.c, t.Feasible, t.Value, ratio(t.Value))
 			continue
 		}
 		fmt.Printf("%s (%s): feasible %v, QPS %.1f (%.3f of best), P99 %s, error rate %.4f\n", c.name, c.c, t.Feasible, t.QPS, ratio(t.Value), t.P99.Round(10*time.Microsecond), t.ErrorRate)
