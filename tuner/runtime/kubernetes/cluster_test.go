@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
-	k8s "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/testenv"
+	k8s "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
 )
 
 // EnvKubeconfig names the kubeconfig of the test cluster

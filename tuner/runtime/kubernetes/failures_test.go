@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
-	k8s "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/testenv"
+	k8s "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
 )
 
 // startFails starts one trial that must fail, and checks that the error
