@@ -175,6 +175,7 @@ waitfor containerd 30 ctr version
 # --- images ----------------------------------------------------------------
 # podman builds them (no registry here); a docker-archive keeps the tag.
 say "images: $PAUSE_IMAGE, $STANDIN_IMAGE"
+command -v podman >/dev/null 2>&1 || "$repo/.ci/engine-up" >/dev/null   # installs podman
 img=$D/images; mkdir -p "$img/pause"
 CGO_ENABLED=0 go build -C "$repo" -trimpath -ldflags='-s -w' -o "$img/pause/pause" ./deploy/kubernetes/cluster/pause
 printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' >"$img/pause/Containerfile"
