@@ -58,7 +58,9 @@ bin=$("$here/build.sh")
 say "binaries in $bin"
 
 # --- layout, certificates ----------------------------------------------
-rm -rf "$D" "$RUN"
+# What a cluster that was not taken down left (a killed CI run): down.sh
+# unmounts before anything is removed.
+if [ -d "$D" ] || [ -d "$RUN" ]; then "$here/down.sh"; fi
 mkdir -p "$D"/{pki,pids,logs,etcd,kubelet,pod-logs,containerd/root,containerd/opt,cni} "$RUN"
 hostip=${BATCHTUNE_K8S_ADVERTISE:-$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
 [ -n "$hostip" ] || hostip=$(hostname -I | awk '{print $1}')
@@ -184,7 +186,7 @@ if [ "${BATCHTUNE_K8S_SKIP_STANDIN:-}" != 1 ]; then
   make -C "$repo" image >&2
 fi
 for ref in "$PAUSE_IMAGE" $( [ "${BATCHTUNE_K8S_SKIP_STANDIN:-}" = 1 ] || echo "$STANDIN_IMAGE" ); do
-  podman save --format docker-archive -o "$img/archive.tar" "$ref" >/dev/null
+  podman save --quiet --format docker-archive -o "$img/archive.tar" "$ref"
   ctr images import "$img/archive.tar" >/dev/null
   rm -f "$img/archive.tar"
 done
@@ -197,6 +199,7 @@ start kube-apiserver "$bin/kube-apiserver" \
   --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
   --client-ca-file="$pki/ca.crt" \
   --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
+  --kubelet-preferred-address-types=InternalIP \
   --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
   --service-account-issuer=https://kubernetes.default.svc \
   --service-cluster-ip-range="$SVC_CIDR" \
