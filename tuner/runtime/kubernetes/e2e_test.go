@@ -106,7 +106,7 @@ func TestE2EStudyOnTheCluster(t *testing.T) {
 	s, _ := clusterStudy(t, name, `  max_batch_size: {values: [4, 32]}
   batch_timeout_micros: {values: [1000]}
   num_batch_threads: {values: [2]}
-  max_enqueued_batches: {values: [16]}`, "search: {strategy: grid, trials: 2}\nconfirmation: {top_k: 1, repeats: 2}", "2s")
+  max_enqueued_batches: {values: [16]}`, "search: {strategy: grid, trials: 2}\nconfirmation: {top_k: 1, repeats: 2, max_repeats: 2}", "2s")
 	rt, err := runtime.New(s.Target, runtime.Options{Study: s.Name, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestE2EKilledBatchtuneLeavesNothingAfterResume(t *testing.T) {
 	s, doc := clusterStudy(t, name, `  max_batch_size: {values: [4, 32]}
   batch_timeout_micros: {values: [1000]}
   num_batch_threads: {values: [2]}
-  max_enqueued_batches: {values: [16]}`, "search: {strategy: grid, trials: 2}\nconfirmation: {top_k: 1, repeats: 2}", "30s")
+  max_enqueued_batches: {values: [16]}`, "search: {strategy: grid, trials: 2}\nconfirmation: {top_k: 1, repeats: 2, max_repeats: 2}", "30s")
 	dir := t.TempDir()
 	studyFile := filepath.Join(dir, "study.yaml")
 	if err := os.WriteFile(studyFile, doc, 0o644); err != nil {
