@@ -19,8 +19,8 @@ import (
 	"github.com/batchtune/batchtune/store/storetest"
 	"github.com/batchtune/batchtune/tuner"
 	"github.com/batchtune/batchtune/tuner/runtime"
-	k8s "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/testenv"
+	k8s "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
