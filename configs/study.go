@@ -17,6 +17,8 @@ import (
 const (
 	RuntimeDocker  = "docker"  // a container through the Docker Engine API
 	RuntimeProcess = "process" // a child process of batchtune
+	// RuntimeKubernetes runs each trial as a pod on a Kubernetes cluster.
+	RuntimeKubernetes = "kubernetes"
 )
 
 // Load modes.
@@ -106,9 +108,10 @@ type Target struct {
 	Flags []string `yaml:"flags" json:"flags"`
 	// StartTimeout bounds the wait for a restarted server to report the
 	// model AVAILABLE (model load and the server's own warmup included).
-	StartTimeout Duration      `yaml:"start_timeout" json:"start_timeout"`
-	Docker       DockerTarget  `yaml:"docker" json:"docker"`
-	Process      ProcessTarget `yaml:"process" json:"process"`
+	StartTimeout Duration         `yaml:"start_timeout" json:"start_timeout"`
+	Docker       DockerTarget     `yaml:"docker" json:"docker"`
+	Process      ProcessTarget    `yaml:"process" json:"process"`
+	Kubernetes   KubernetesTarget `yaml:"kubernetes" json:"kubernetes"`
 }
 
 // Model names the served model.
@@ -454,6 +457,10 @@ func (s *Study) resolve(dir string) {
 	if t.Runtime == RuntimeDocker && t.Model.BasePath == "" && t.Docker.Container == "" && t.Model.Name != "" {
 		t.Model.BasePath = "/models/" + t.Model.Name
 	}
+	if t.Runtime == RuntimeKubernetes && t.Model.BasePath == "" && t.Model.Name != "" {
+		t.Model.BasePath = "/models/" + t.Model.Name
+	}
+	t.Kubernetes.Kubeconfig = abs(t.Kubernetes.Kubeconfig)
 	t.Docker.ModelDir = abs(t.Docker.ModelDir)
 	s.Load.Payload.RequestFile = abs(s.Load.Payload.RequestFile)
 	s.Load.Payload.WarmupFile = abs(s.Load.Payload.WarmupFile)

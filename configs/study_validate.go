@@ -107,7 +107,7 @@ func (chk *studyCheck) name() {
 func (chk *studyCheck) target() {
 	s := chk.s
 	t := s.Target
-	chk.oneOf("target.runtime", t.Runtime, RuntimeDocker, RuntimeProcess)
+	chk.oneOf("target.runtime", t.Runtime, RuntimeDocker, RuntimeProcess, RuntimeKubernetes)
 	inPlace := t.Runtime == RuntimeDocker && t.Docker.Container != "" && t.Docker.Image == ""
 	switch {
 	case t.Model.Name == "":
@@ -165,6 +165,7 @@ func (chk *studyCheck) target() {
 		}
 		checkEnv(&chk.ps, "target.docker.env", d.Env)
 	}
+	chk.kubernetes()
 	if t.Runtime == RuntimeProcess {
 		if t.Process.Binary == "" {
 			chk.ps.Add("target.process.binary", "is required with runtime process")

@@ -5,5 +5,6 @@ package main
 // runtime is one more import here.
 import (
 	_ "github.com/batchtune/batchtune/tuner/runtime/docker"
+	_ "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
 	_ "github.com/batchtune/batchtune/tuner/runtime/process"
 )

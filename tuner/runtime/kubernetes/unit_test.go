@@ -1,0 +1,176 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/batchtune/batchtune/tuner/runtime"
+)
+
+// Unit tests with client-go's fake clientset; the runtime against a real
+// cluster is tested in conformance_test.go, failures_test.go and e2e_test.go.
+
+func TestParseTemplateRefusesUnknownFieldsByName(t *testing.T) {
+	_, err := ParseTemplate(map[string]any{"spec": map[string]any{"contianers": []any{}}})
+	if err == nil || !strings.Contains(err.Error(), `"contianers"`) {
+		t.Errorf("got %v, want the unknown field named", err)
+	}
+	_, err = ParseTemplate(map[string]any{"kind": "Deployment"})
+	if err == nil || !strings.Contains(err.Error(), "spec.template") {
+		t.Errorf("Deployment: got %v, want a pointer to its spec.template", err)
+	}
+	tmpl, err := ParseTemplate(map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"namespace": "ml", "labels": map[string]any{"team": "a"}},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"gpu": "h100"},
+			"containers": []any{map[string]any{"name": "tfserving", "image": "tensorflow/serving:2.16.1-gpu",
+				"resources": map[string]any{"limits": map[string]any{"nvidia.com/gpu": 1}}}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl.Namespace != "ml" || tmpl.Spec.NodeSelector["gpu"] != "h100" || tmpl.Spec.Containers[0].Resources.Limits.Name("nvidia.com/gpu", "").Value() != 1 {
+		t.Errorf("template decoded as %+v", tmpl)
+	}
+}
+
+func TestTemplateWithoutTFServingContainerIsRefused(t *testing.T) {
+	two := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "sidecar", Image: "a"}, {Name: "server", Image: "b"},
+	}}}
+	_, err := New(Options{Client: fake.NewClientset(), Template: two})
+	if err == nil || !strings.Contains(err.Error(), "no TF Serving container") || !strings.Contains(err.Error(), "sidecar, server") {
+		t.Errorf("got %v, want no TF Serving container naming the containers", err)
+	}
+	_, err = New(Options{Client: fake.NewClientset(), Template: two, Container: "tfs"})
+	if err == nil || !strings.Contains(err.Error(), `no container "tfs"`) {
+		t.Errorf("got %v, want the missing container named", err)
+	}
+	if _, err := New(Options{Client: fake.NewClientset(), Template: two, Container: "server"}); err != nil {
+		t.Errorf("container: server: %v", err)
+	}
+}
+
+func TestTrialPodCarriesConfigFlagsAndLabels(t *testing.T) {
+	tmpl := &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"team": "a"}},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: "tuner",
+			Tolerations:        []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{
+				{Name: "sidecar", Image: "s"},
+				{Name: "tfserving", Image: "tfs", Args: []string{"--grpc_max_threads=8"},
+					Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 9000}}},
+			},
+		}}
+	r, err := New(Options{Client: fake.NewClientset(), Namespace: "ml", Study: "my_study.v1", Template: tmpl,
+		ModelName: "ranker", Args: []string{"--rest_api_timeout_in_ms=5000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := runtime.Config{Batching: []byte("max_batch_size { value: 8 }\n"), IntraOpParallelism: 2, Flags: []string{"--x=1"}}
+	cm, pod := r.objects("p1", cfg)
+	if cm.Data[runtime.BatchingFile] != string(cfg.Batching) || !strings.Contains(cm.Data[runtime.MonitoringFile], "prometheus") {
+		t.Errorf("ConfigMap data %v", cm.Data)
+	}
+	c := pod.Spec.Containers[1]
+	want := []string{"--grpc_max_threads=8", "--model_name=ranker", "--model_base_path=/models/ranker",
+		"--rest_api_timeout_in_ms=5000", "--enable_batching", "--batching_parameters_file=/batchtune/batching.config"}
+	for _, w := range want {
+		if !slices.Contains(c.Args, w) {
+			t.Errorf("args %q lack %q", c.Args, w)
+		}
+	}
+	if c.Args[len(c.Args)-1] != "--x=1" {
+		t.Errorf("the trial's flags come last: %q", c.Args)
+	}
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.ServiceAccountName != "tuner" || len(pod.Spec.Tolerations) != 1 {
+		t.Errorf("pod spec %+v", pod.Spec)
+	}
+	if len(pod.Spec.Containers[0].VolumeMounts) != 0 || c.VolumeMounts[0].MountPath != ConfigDir || !c.VolumeMounts[0].ReadOnly {
+		t.Errorf("the ConfigMap is mounted only in the TF Serving container, read-only: %+v", c.VolumeMounts)
+	}
+	if pod.Labels["team"] != "a" || pod.Labels[LabelStudy] != "my_study.v1" || pod.Labels[LabelRole] != RoleTrial ||
+		pod.Labels[LabelRun] == "" || pod.Annotations[AnnotationOwner] == "" || pod.Namespace != "ml" {
+		t.Errorf("pod meta %+v", pod.ObjectMeta)
+	}
+	if r.grpcPort != 9000 || r.restPort != DefaultRESTPort {
+		t.Errorf("ports %d %d, want 9000 (named grpc) and 8501", r.grpcPort, r.restPort)
+	}
+}
+
+func TestExitCarriesKubernetesReason(t *testing.T) {
+	r, err := New(Options{Client: fake.NewClientset(), Image: "tfs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{rt: r}
+	pod := func(st corev1.ContainerState) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: DefaultContainer, State: st}}}}
+	}
+	e, ended := s.exitOf(pod(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}))
+	if !ended || !e.OOMKilled || e.Code != 137 || !strings.Contains(e.Reason(), "OOM killer") {
+		t.Errorf("OOMKilled: %+v %q", e, e.Reason())
+	}
+	e, ended = s.exitOf(pod(corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s"}}))
+	if !ended || !strings.Contains(e.Reason(), "CrashLoopBackOff: back-off 10s") {
+		t.Errorf("CrashLoopBackOff: ended %v %q", ended, e.Reason())
+	}
+	if _, ended := s.exitOf(pod(corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})); ended {
+		t.Error("ContainerCreating counted as an end")
+	}
+	p := pod(corev1.ContainerState{})
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+		Message: "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}}
+	if got := r.pendingReason(p); !strings.Contains(got, "Insufficient nvidia.com/gpu") {
+		t.Errorf("pendingReason %q", got)
+	}
+}
+
+func TestRecoverCollectsOnlyWhatADeadBatchtuneLeft(t *testing.T) {
+	host, _ := os.Hostname()
+	obj := func(name, owner string) (*corev1.Pod, *corev1.ConfigMap) {
+		meta := metav1.ObjectMeta{Name: name, Namespace: "default",
+			Labels:      map[string]string{LabelStudy: "s", LabelRole: RoleTrial, LabelRun: "old"},
+			Annotations: map[string]string{AnnotationOwner: owner}}
+		return &corev1.Pod{ObjectMeta: meta}, &corev1.ConfigMap{ObjectMeta: meta}
+	}
+	// A pid that never runs: pids are below pid_max, at most 2^22.
+	deadPod, deadCM := obj("dead", "4194304@"+host)
+	cli := fake.NewClientset(deadPod, deadCM)
+	r, err := New(Options{Client: cli, Image: "tfs", Study: "s", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := r.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := cli.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	cms, _ := cli.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if len(pods.Items)+len(cms.Items) != 0 {
+		t.Errorf("a dead batchtune's pod and ConfigMap are still there: %d %d", len(pods.Items), len(cms.Items))
+	}
+	r.Restore(ctx)
+
+	livePod, liveCM := obj("live", "1@another-host")
+	cli = fake.NewClientset(livePod, liveCM)
+	r, _ = New(Options{Client: cli, Image: "tfs", Study: "s", StateDir: t.TempDir()})
+	err = r.Recover(ctx)
+	if !errors.Is(err, runtime.ErrBusy) || !strings.Contains(err.Error(), "another-host") {
+		t.Errorf("Recover beside a live batchtune's pod: got %v, want ErrBusy naming its host", err)
+	}
+	if _, err := cli.CoreV1().Pods("default").Get(ctx, "live", metav1.GetOptions{}); err != nil {
+		t.Errorf("a live batchtune's pod was touched: %v", err)
+	}
+	r.Restore(ctx)
+}
