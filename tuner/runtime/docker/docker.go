@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
+	"github.com/batchtune/batchtune/tuner/runtime/internal/owner"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/statedir"
 )
 
@@ -288,8 +287,7 @@ func New(opts Options) (*Runtime, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r.log = log.With("runtime", "docker", "study", opts.Study)
-	host, _ := os.Hostname()
-	r.owner = strconv.Itoa(os.Getpid()) + "@" + host
+	r.owner, _ = owner.Self()
 	if opts.Existing == "" {
 		r.tmpl = r.imageTemplate()
 	}

@@ -3,16 +3,14 @@ package docker
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+
+	"github.com/batchtune/batchtune/tuner/runtime/internal/owner"
 )
 
 // ErrTrialInUse: a trial container of the study belongs to a batchtune
@@ -20,32 +18,17 @@ import (
 var ErrTrialInUse = errors.New("docker: trial container in use")
 
 // ownerState says whether the batchtune named by a container's owner
-// label (pid@host) is gone, so that its container may be removed. self is
-// this process's owner label, host this machine's name; alive reports
-// whether a local pid runs. A container with no owner label (an older
-// batchtune) counts as gone; one owned by a batchtune on another host
-// cannot be checked from here and counts as live.
-func ownerState(owner, self, host string, alive func(pid int) bool) (gone bool, why string) {
-	if owner == "" || owner == self {
+// label (pid@host) is gone, so that its container may be removed (the
+// rule is package owner's); why names a live owner and what to do.
+func ownerState(label, self, host string, alive func(pid int) bool) (gone bool, why string) {
+	v := owner.Check(label, self, host, alive)
+	switch {
+	case v.Gone:
 		return true, ""
+	case v.Remote:
+		return false, "in use by " + v.String() + ": stop that batchtune, or run `batchtune cleanup --force` there"
 	}
-	pidText, ownerHost, ok := strings.Cut(owner, "@")
-	pid, err := strconv.Atoi(pidText)
-	if !ok || err != nil || pid <= 0 {
-		return true, ""
-	}
-	if ownerHost != host {
-		return false, fmt.Sprintf("in use by pid %d on host %s (not checked from here: stop that batchtune, or run `batchtune cleanup --force` there)", pid, ownerHost)
-	}
-	if alive(pid) {
-		return false, fmt.Sprintf("in use by pid %d on host %s", pid, ownerHost)
-	}
-	return true, ""
-}
-
-// pidAlive reports whether pid runs on this machine.
-func pidAlive(pid int) bool {
-	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	return false, "in use by " + v.String()
 }
 
 // Orphan is a trial container whose batchtune is gone.
@@ -64,12 +47,11 @@ func Orphans(ctx context.Context, cli *client.Client, remove bool) ([]Orphan, er
 	if err != nil {
 		return nil, apiErr("listing trial containers", err)
 	}
-	host, _ := os.Hostname()
-	self := strconv.Itoa(os.Getpid()) + "@" + host
+	self, host := owner.Self()
 	var out []Orphan
 	var errs []error
 	for _, c := range list {
-		if gone, _ := ownerState(c.Labels[LabelOwner], self, host, pidAlive); !gone {
+		if gone, _ := ownerState(c.Labels[LabelOwner], self, host, owner.PIDAlive); !gone {
 			continue
 		}
 		name := c.ID

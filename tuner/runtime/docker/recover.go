@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/pkg/jsonmessage"
 
+	"github.com/batchtune/batchtune/tuner/runtime/internal/owner"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/statedir"
 )
 
@@ -155,7 +156,7 @@ func (r *Runtime) removeTrials(ctx context.Context) (int, error) {
 	for _, c := range list {
 		// Only a dead batchtune's containers: another live one (a daemon
 		// and a one-shot tune of the same study) is mid-trial in its own.
-		if gone, why := ownerState(c.Labels[LabelOwner], r.owner, host, pidAlive); !gone {
+		if gone, why := ownerState(c.Labels[LabelOwner], r.owner, host, owner.PIDAlive); !gone {
 			errs = append(errs, fmt.Errorf("%w: %s of study %s is %s", ErrTrialInUse, strings.TrimPrefix(firstName(c.Names, c.ID), "/"), r.opts.Study, why))
 			continue
 		}

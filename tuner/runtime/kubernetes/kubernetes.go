@@ -12,10 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
+	"github.com/batchtune/batchtune/tuner/runtime/internal/owner"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/statedir"
 )
 
@@ -255,8 +254,7 @@ func New(opts Options) (*Runtime, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r.log = log.With("runtime", "kubernetes", "study", opts.Study, "namespace", ns)
-	host, _ := os.Hostname()
-	r.owner = strconv.Itoa(os.Getpid()) + "@" + host
+	r.owner, _ = owner.Self()
 	r.run = randHex(5)
 	r.studyVal = labelValue(opts.Study)
 	r.namePart = namePart(opts.Study)
@@ -411,25 +409,17 @@ func (r *Runtime) deletePod(ctx context.Context, name string, grace time.Duratio
 }
 
 // ownerGone says whether the batchtune named by an owner annotation
-// (pid@host) is gone, so that its objects may be removed. self is this
-// process's owner, host this machine's name. No annotation counts as gone;
-// an owner on another host cannot be checked from here and counts as live.
-func ownerGone(owner, self, host string) (bool, string) {
-	if owner == "" || owner == self {
+// (pid@host) is gone, so that its objects may be removed (the rule is
+// package owner's); the text names a live owner and what to do.
+func ownerGone(label, self, host string) (bool, string) {
+	v := owner.Check(label, self, host, owner.PIDAlive)
+	switch {
+	case v.Gone:
 		return true, ""
+	case v.Remote:
+		return false, "is owned by " + v.String() + ": stop that batchtune, or delete the pod"
 	}
-	pidText, ownerHost, ok := strings.Cut(owner, "@")
-	pid, err := strconv.Atoi(pidText)
-	if !ok || err != nil || pid <= 0 {
-		return true, ""
-	}
-	if ownerHost != host {
-		return false, fmt.Sprintf("is owned by pid %d on host %s (not checked from here: stop that batchtune, or delete the pod)", pid, ownerHost)
-	}
-	if !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return false, fmt.Sprintf("is owned by the live pid %d on this host", pid)
-	}
-	return true, ""
+	return false, "is owned by the live " + v.String()
 }
 
 var labelOK = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
