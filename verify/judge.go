@@ -27,7 +27,9 @@ const (
 // Judge sets v's verdict, failures and causes from its figures (filled by
 // Fill, or synthetic in tests). invalid, when not empty, is why the load
 // generator's figures cannot be trusted: the verdict is then
-// store.VerifyInvalid and the configuration is not judged.
+// store.VerifyInvalid and the configuration is not judged, unless the
+// server's errors alone broke the bound (they came at a load no higher
+// than the target, so the soak failed whatever the generator did).
 //
 // The soak passes when every interval's quantile is at most v.SLO (an
 // interval with no successful request fails), the error rate (requests
@@ -35,12 +37,6 @@ const (
 // was kept.
 func Judge(v *store.Verification, invalid string) {
 	v.Failures, v.Causes = nil, nil
-	if invalid != "" {
-		v.Verdict = store.VerifyInvalid
-		v.Failures = []string{"not judged: " + invalid}
-		v.Causes = []store.Cause{{Name: "generator", Detail: "the load generator limited the soak (" + invalid + "); run verify on a quieter machine or with fewer connections"}}
-		return
-	}
 	qn := quantileName(v.Quantile)
 	var over []int
 	for i := range v.Intervals {
@@ -60,8 +56,28 @@ func Judge(v *store.Verification, invalid string) {
 		v.Failures = append(v.Failures, "no interval was measured")
 	}
 	errorsOver := v.ErrorRate > v.MaxErrorRate
+	errorFailure := ""
 	if errorsOver {
-		v.Failures = append(v.Failures, fmt.Sprintf("error rate %s over the bound %s (%s)", pct(v.ErrorRate), pct(v.MaxErrorRate), errorList(v)))
+		errorFailure = fmt.Sprintf("error rate %s over the bound %s (%s)", pct(v.ErrorRate), pct(v.MaxErrorRate), errorList(v))
+		v.Failures = append(v.Failures, errorFailure)
+	}
+	if invalid != "" {
+		// The generator fell behind: latency (which counts its lag) and
+		// the rate say nothing of the server. Errors are the server's own
+		// answers, at a load no higher than the target: they still fail it.
+		if !errorsOver {
+			v.Verdict = store.VerifyInvalid
+			v.Failures = []string{"not judged: " + invalid}
+			v.Causes = []store.Cause{{Name: "generator", Detail: "the load generator limited the soak (" + invalid + "); run verify on a quieter machine or with fewer connections"}}
+			return
+		}
+		for i := range v.Intervals {
+			v.Intervals[i].Over = false
+		}
+		v.Verdict = store.VerifyFailed
+		v.Failures = []string{errorFailure, "the load generator fell behind (" + invalid + "): the errors came at a load no higher than the target; latency was not judged"}
+		v.Causes = causes(v, nil, true)
+		return
 	}
 	if !v.RateKept {
 		note := v.RateNote

@@ -175,3 +175,21 @@ func TestLaunch(t *testing.T) {
 		t.Errorf("options check: %v, want rate and interval named", err)
 	}
 }
+
+// TestInvalidGeneratorWithErrors: errors the server answered with fail the
+// soak even when the generator fell behind (the load was no higher than
+// the target); latency alone then judges nothing.
+func TestInvalidGeneratorWithErrors(t *testing.T) {
+	v := soakOf(90*ms1, 90*ms1)
+	v.Errors, v.ErrorRate = map[string]int64{"Unavailable": 50}, 50.0/400
+	v.Intervals[0].Rejected = 50
+	Judge(v, "pacing lag P99 40ms > 30ms")
+	if v.Verdict != store.VerifyFailed || causeNames(v) != "queue_full" || v.Intervals[0].Over {
+		t.Errorf("%s %q %+v: want failed on the server's rejections, latency not judged", v.Verdict, v.Failures, v.Causes)
+	}
+	v = soakOf(90*ms1, 90*ms1)
+	Judge(v, "pacing lag P99 40ms > 30ms")
+	if v.Verdict != store.VerifyInvalid {
+		t.Errorf("latency over with a lagging generator: %s, want invalid", v.Verdict)
+	}
+}

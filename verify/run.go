@@ -236,7 +236,7 @@ func Fill(v *store.Verification, res *probe.SoakResult) {
 	}
 	v.Achieved, v.SentRate, v.RateKept, v.RateNote = r.QPS, r.SentRate, r.RateKept, r.RateNote
 	v.P50, v.P99 = r.Latency.P50, r.Latency.P99
-	v.MeanBatch, v.QueueShare = r.Server.MeanBatchSize, r.Server.QueuingShare
+	v.MeanBatch, v.QueueShare = r.Server.MeanBatchSize, share(r.Server.QueuingShare)
 	var notes []string
 	if r.Server.Error != "" {
 		notes = append(notes, "server metrics: "+r.Server.Error)
@@ -250,7 +250,7 @@ func Fill(v *store.Verification, res *probe.SoakResult) {
 		out := store.VerifyInterval{
 			Start: iv.Start, Dur: iv.Dur, Sent: iv.Sent, OK: iv.OK, Errors: iv.Errors,
 			P50: iv.Latency.P50, Quantile: iv.Quantile, Max: iv.Latency.Max,
-			MeanBatch: iv.Server.MeanBatchSize, QueueShare: iv.Server.QueuingShare,
+			MeanBatch: iv.Server.MeanBatchSize, QueueShare: share(iv.Server.QueuingShare),
 		}
 		if iv.Dur > 0 {
 			out.Rate = float64(iv.OK) / iv.Dur.Seconds()
@@ -263,3 +263,9 @@ func Fill(v *store.Verification, res *probe.SoakResult) {
 		v.Intervals[i] = out
 	}
 }
+
+// share bounds a queueing share at 1: requests the server refuses at once
+// count in its mean request latency but never queue, so a server that
+// rejects most requests reports a "share" over 100%. All of the served
+// requests' latency was queueing then, at most.
+func share(s float64) float64 { return min(s, 1) }

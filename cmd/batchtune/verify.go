@@ -135,8 +135,8 @@ func runVerify(c *cli.Context) error {
 	if err := rt.Recover(c.Context); err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "verify %s: %s at %.1f req/s (%s) for %s in %s intervals\n",
-		study.Name, sub.Source, o.Rate, o.RateSource, o.Duration, o.Interval)
+	fmt.Fprintf(os.Stderr, "verify: starting %s's server with %s; after the warmup, %.1f req/s for %s\n",
+		study.Name, sub.Source, o.Rate, o.Duration)
 	v, verr := verify.Run(c.Context, study, rt, sub, o)
 	// The server is put back also after a signal cancelled the soak.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 2*time.Minute)
