@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	goruntime "runtime"
 
 	"github.com/batchtune/batchtune/configs"
@@ -51,4 +53,23 @@ func verifier(s *configs.Study, log *slog.Logger) tuner.Verifier {
 			MaxErrorRate: sv.MaxErrorRate, Cores: goruntime.NumCPU(), Logger: log,
 		})
 	}
+}
+
+// verifications answers GET /api/v1/studies/{study}/verifications: the
+// study's acceptance soaks, oldest first, each with its verdict, failures,
+// likely causes and per-interval series.
+func (a *api) verifications(w http.ResponseWriter, r *http.Request) {
+	name, ok := a.storeStudy(w, r)
+	if !ok {
+		return
+	}
+	vs, err := a.d.db.Verifications(r.Context(), name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if vs == nil {
+		vs = []store.Verification{}
+	}
+	writeJSON(w, http.StatusOK, vs)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
+	"github.com/batchtune/batchtune/tuner/daemon"
 )
 
 // TestScheduleVerify: a study with schedule.verify runs with the soak as
@@ -57,4 +58,27 @@ func TestScheduleVerify(t *testing.T) {
 	if data, err := os.ReadFile(log); err == nil {
 		t.Errorf("rollout ran after a failed soak: %q", data)
 	}
+}
+
+// TestAPIVerifications lists a study's soaks with their verdicts and
+// causes; none before the first.
+func TestAPIVerifications(t *testing.T) {
+	a := newAPIRig(t, daemon.APIOptions{})
+	a.start()
+	path := daemon.PathAPI + "/studies/s/verifications"
+	a.check(t, []apiCase{
+		{"verifications, none yet", "GET", path, "", "", 200, `[]`},
+		{"verifications of unknown study", "GET", daemon.PathAPI + "/studies/nope/verifications", "", "", 404, `unknown study`},
+	})
+	ctx := context.Background()
+	if err := a.db.PutStudy(ctx, &store.Study{Name: "s", SpecHash: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	v := &store.Verification{Study: "s", Source: "--config x", Verdict: store.VerifyFailed, Causes: []store.Cause{{Name: "queue_full", Detail: "refused"}}}
+	if err := a.db.AddVerification(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	a.check(t, []apiCase{
+		{"verifications", "GET", path, "", "", 200, `"name": "queue_full"`},
+	})
 }
