@@ -20,6 +20,7 @@ import (
 
 	"github.com/batchtune/batchtune/capacity"
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner/runtime"
 	"github.com/batchtune/batchtune/verify"
@@ -137,7 +138,17 @@ func runVerify(c *cli.Context) error {
 	}
 	fmt.Fprintf(os.Stderr, "verify: starting %s's server with %s; after the warmup, %.1f req/s for %s\n",
 		study.Name, sub.Source, o.Rate, o.Duration)
+	if tty := isTerminal(os.Stderr); tty && !c.Bool("verbose") {
+		o.Progress = func(p probe.Progress) {
+			if p.Phase == probe.PhaseMeasuring {
+				fmt.Fprintf(os.Stderr, "\r\033[K%s of %s  %.0f req/s ok  %d errors  P99 so far %s", p.Elapsed.Round(time.Second), o.Duration, p.QPS, p.Errors, fmtDur(p.P99))
+			}
+		}
+	}
 	v, verr := verify.Run(c.Context, study, rt, sub, o)
+	if o.Progress != nil {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
 	// The server is put back also after a signal cancelled the soak.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 2*time.Minute)
 	rerr := rt.Restore(rctx)
