@@ -89,3 +89,47 @@ func TestVerifyBeforeExport(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmStartVerifyFailureKeepsTheIncumbent: a warm start that would
+// replace the incumbent keeps it when the challenger fails its soak; the
+// export still holds the incumbent and the decision says why.
+func TestWarmStartVerifyFailureKeepsTheIncumbent(t *testing.T) {
+	dir := t.TempDir()
+	export := filepath.Join(dir, "batching.config")
+	s := testStudy(t, "export: {path: "+export+"}\nschedule: {trials: 4, accept_margin: 0.05, degradation_threshold: 0.1}\n")
+	db := storetest.Open(t)
+	ctx := context.Background()
+	rt := &fakeRuntime{}
+	first, err := newTestTuner(t, s, db, rt, &fakeProber{rt: rt, surface: testSurface}, nil).Run(ctx, RunOptions{WarmStart: true, Kind: store.KindScheduled})
+	if err != nil || first.Recommendation == nil || !first.Recommendation.Accepted {
+		t.Fatalf("first run: %+v, %v", first.Recommendation, err)
+	}
+	before, err := os.ReadFile(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fail := func(ctx context.Context, _ runtime.Runtime, rec *store.Recommendation) (*store.Verification, error) {
+		return &store.Verification{Study: s.Name, Run: rec.Run, Verdict: store.VerifyFailed,
+			Failures: []string{"interval 1 (0s-10s): P99 45.0ms over the SLO 30.0ms"}}, nil
+	}
+	rt2 := &fakeRuntime{}
+	rep, err := newTestTuner(t, s, db, rt2, &fakeProber{rt: rt2, surface: slowerSurface}, nil).Run(ctx, RunOptions{WarmStart: true, Kind: store.KindScheduled, Verify: fail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Decision
+	if d == nil || d.Accepted || !d.Kept || !strings.Contains(d.Message, "acceptance soak failed") {
+		t.Fatalf("decision %+v: want kept for the failed soak", d)
+	}
+	if rep.Run.Outcome != store.OutcomeKept || rep.Recommendation == nil || rep.Recommendation.Accepted {
+		t.Errorf("outcome %s, recommendation %+v: want kept, the challenger recorded not accepted", rep.Run.Outcome, rep.Recommendation)
+	}
+	inc, err := db.Incumbent(ctx, s.Name)
+	if err != nil || inc.Run != first.Run.ID {
+		t.Errorf("incumbent %+v, %v: want run %d's still", inc, err, first.Run.ID)
+	}
+	if after, _ := os.ReadFile(export); string(after) != string(before) {
+		t.Errorf("export changed to %q after a failed soak, want the incumbent's %q", after, before)
+	}
+}
