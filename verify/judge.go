@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -123,12 +124,6 @@ func causes(v *store.Verification, over []int, errorsOver bool) []store.Cause {
 		if missing := float64(unavailable) - rejected; missing > max(1, 0.1*float64(unavailable)) {
 			add("connections", "%.0f requests failed UNAVAILABLE that the server never counted: connections refused or dropped, or the server restarting; check the server's log, its gRPC threads (--grpc_max_threads) and the connections", missing)
 		}
-		if n := v.Errors["DeadlineExceeded"]; n > 0 {
-			add("deadline", "%d requests ran past their deadline (load.request_timeout): the server fell far behind", n)
-		}
-		if v.Unfinished > 0 {
-			add("unanswered", "%d requests were never answered by the end of the drain", v.Unfinished)
-		}
 		var other []string
 		for code, n := range v.Errors {
 			if code != "Unavailable" && code != "DeadlineExceeded" {
@@ -172,6 +167,8 @@ func causes(v *store.Verification, over []int, errorsOver bool) []store.Cause {
 		default:
 			add("execution", "only %.0f%% of the latency was queueing (mean batch %.1f): the time goes to executing batches or outside the batching queue; check tensorflow_intra_op/inter_op parallelism, the gRPC threads and the machine's other load", 100*share, batch)
 		}
+		// Timeouts and unanswered requests follow from the latency.
+		lateCauses(v, add)
 		// The shape of the series.
 		if t := trend(v.Intervals); t != "" {
 			add("trend", "%s", t)
@@ -183,10 +180,24 @@ func causes(v *store.Verification, over []int, errorsOver bool) []store.Cause {
 			add("stall", "intervals %s broke the SLO between intervals that met it: a stall (a model reload, a garbage collection, another job on the machine), not a steady overload", strings.Join(which, ", "))
 		}
 	}
+	if len(over) == 0 && errorsOver {
+		lateCauses(v, add)
+	}
 	if !v.RateKept {
 		add("over_capacity", "the server fell behind the offered rate (%s): %g req/s is over what this configuration sustains", firstNonEmpty(v.RateNote, "rate not kept"), v.Rate)
 	}
 	return out
+}
+
+// lateCauses names requests that timed out or were never answered: the
+// server fell behind.
+func lateCauses(v *store.Verification, add func(name, format string, args ...any)) {
+	if n := v.Errors["DeadlineExceeded"]; n > 0 {
+		add("deadline", "%d requests ran past their deadline (load.request_timeout): the server fell far behind", n)
+	}
+	if v.Unfinished > 0 {
+		add("unanswered", "%d requests were never answered by the end of the drain", v.Unfinished)
+	}
 }
 
 // trend describes latency that grew across the soak: the mean quantile of
@@ -197,14 +208,23 @@ func trend(ivs []store.VerifyInterval) string {
 	if n == 0 {
 		return ""
 	}
-	mean := func(xs []store.VerifyInterval) float64 {
+	// An interval in which nothing succeeded is at least as slow as the
+	// slowest before it.
+	q := make([]float64, len(ivs))
+	for i, iv := range ivs {
+		q[i] = float64(iv.Quantile)
+		if iv.OK == 0 && i > 0 {
+			q[i] = max(q[i], slices.Max(q[:i]))
+		}
+	}
+	mean := func(xs []float64) float64 {
 		var s float64
 		for _, x := range xs {
-			s += float64(x.Quantile)
+			s += x
 		}
 		return s / float64(len(xs))
 	}
-	first, mid, last := mean(ivs[:n]), mean(ivs[n:len(ivs)-n]), mean(ivs[len(ivs)-n:])
+	first, mid, last := mean(q[:n]), mean(q[n:len(q)-n]), mean(q[len(q)-n:])
 	if first <= 0 || last < trendFactor*first || mid < first || mid > last {
 		return ""
 	}
@@ -264,8 +284,8 @@ func ms(d time.Duration) string {
 		return "0"
 	case d < 10*time.Millisecond:
 		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	case d < 10*time.Second:
+	case d < time.Second:
 		return fmt.Sprintf("%.1fms", float64(d)/1e6)
 	}
-	return d.Round(time.Millisecond).String()
+	return fmt.Sprintf("%.2fs", d.Seconds())
 }

@@ -193,3 +193,21 @@ func TestInvalidGeneratorWithErrors(t *testing.T) {
 		t.Errorf("latency over with a lagging generator: %s, want invalid", v.Verdict)
 	}
 }
+
+// TestBacklog: a queue that grows until nothing succeeds is a trend, and
+// the timeouts it causes come after the latency's cause.
+func TestBacklog(t *testing.T) {
+	v := soakOf(1000*ms1, 2000*ms1, 0)
+	v.Intervals[2].OK, v.Intervals[2].Errors = 0, 200
+	v.Errors, v.ErrorRate = map[string]int64{"DeadlineExceeded": 285}, 285.0/600
+	for i := range v.Intervals {
+		v.Intervals[i].MeanBatch, v.Intervals[i].QueueShare = 32, 0.9
+	}
+	Judge(v, "")
+	if got := causeNames(v); got != "threads,deadline,trend" {
+		t.Errorf("causes %q, want threads,deadline,trend: %+v", got, v.Causes)
+	}
+	if !strings.Contains(strings.Join(v.Failures, "\n"), "interval 3 (4s-6s): no request succeeded") {
+		t.Errorf("failures %q", v.Failures)
+	}
+}

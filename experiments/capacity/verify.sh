@@ -28,6 +28,15 @@ max_enqueued_batches { value: 1 }
 num_batch_threads { value: 1 }
 CFG
 
+# A deep queue behind one thread and batches of 4: nothing is refused, the
+# backlog grows instead.
+cat > "$out/backlog.config" <<'CFG'
+max_batch_size { value: 4 }
+batch_timeout_micros { value: 0 }
+max_enqueued_batches { value: 1000 }
+num_batch_threads { value: 1 }
+CFG
+
 run() {
 	name=$1; shift
 	echo "\$ batchtune verify $*" > "$out/$name.txt"
@@ -37,5 +46,6 @@ run() {
 }
 run pass --config "$out/pass.config" --flags=--grpc_max_threads=64 --rate 100 --duration 6s --interval 2s "$study"
 run fail --config "$out/fail.config" --flags=--grpc_max_threads=64 --rate 600 --duration 6s --interval 2s "$study"
+run backlog --config "$out/backlog.config" --flags=--grpc_max_threads=64 --rate 600 --duration 6s --interval 2s "$study"
 bin/batchtune verify --db "$db" --state-dir "$(dirname "$db")/state" --json --config "$out/pass.config" --rate 100 --duration 2s --interval 2s "$study" > "$out/pass-short.json" 2>/dev/null
 echo "json exit status $?"
