@@ -74,4 +74,3 @@ func TestSoakOptions(t *testing.T) {
 		}
 	}
 }
-
