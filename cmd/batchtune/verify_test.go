@@ -70,4 +70,27 @@ func TestVerifyRefusesBeforeStarting(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errw, "--rate is required") || !strings.Contains(errw, "objective: max_capacity") {
 		t.Errorf("no capacity: exit %d %q, want usage and how to get a capacity", code, errw)
 	}
+
+	// With a measured capacity the rate is capacity_low x headroom. The
+	// "server" here (/bin/true) exits at once: not judged (exit 1), and
+	// the attempt is stored beside the run.
+	if db, err = store.Open(dbPath, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddRecommendation(ctx, &store.Recommendation{Study: "v", Run: run.ID, Batching: "max_batch_size { value: 8 }\n", Accepted: true, Capacity: 1100, CapacityLow: 1000, CapacityHigh: 1200}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, errw, code = batchtune(t, "verify", "--db", dbPath, "--state-dir", filepath.Join(dir, "state"), "--duration", "2s", "--interval", "1s", study)
+	if code != exitError || !strings.Contains(errw, "650.0 req/s") || !strings.Contains(errw, "not judged") {
+		t.Errorf("capacity 1000 x 0.65: exit %d %q, want 650 req/s and not judged", code, errw)
+	}
+	if db, err = store.Open(dbPath, &store.Options{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	v, err := db.LatestVerification(ctx, "v", run.ID)
+	if err != nil || v.Verdict != store.VerifyError || v.Rate != 650 || v.RateSource != "capacity_low 1000.0 x headroom 0.65" {
+		t.Errorf("stored %+v, %v: want an error verdict at 650 req/s from the capacity", v, err)
+	}
 }
