@@ -84,6 +84,7 @@ func DefaultStudy() *Study {
 			DegradationThreshold: 0.10,
 			Rollout:              []string{},
 			RolloutTimeout:       Duration(5 * time.Minute),
+			Verify:               defaultScheduleVerify(),
 		},
 	}
 }
@@ -192,6 +193,13 @@ var fieldDocs = map[string]string{
 	"schedule.degradation_threshold": "Relative loss of the incumbent since it was accepted that is reported.",
 	"schedule.rollout":               "Command run after an accepted change (argv, no shell); the export path is\nappended as its last argument.",
 	"schedule.rollout_timeout":       "Longest the rollout command may run.",
+	"schedule.verify":                "Acceptance soak (batchtune verify) after an accepted change, before the\nrollout: the new configuration holds a rate for a duration; when the SLO's\nquantile breaks in any interval, errors pass the bound or the rate is not\nkept, the incumbent is kept and the reason recorded.",
+	"schedule.verify.enabled":        "Run the soak.",
+	"schedule.verify.duration":       "How long the rate is held.",
+	"schedule.verify.interval":       "Length of each judged interval (whole seconds).",
+	"schedule.verify.rate":           "Requests per second to hold; 0 means the recommendation's capacity lower\nbound x headroom (objective max_capacity only).",
+	"schedule.verify.headroom":       "Share of the capacity lower bound held when rate is 0.",
+	"schedule.verify.max_error_rate": "Largest error rate over the soak (0.0001 is 0.01%).",
 }
 
 // ReferenceYAML writes DefaultStudy as a commented YAML document that shows

@@ -283,6 +283,9 @@ type Schedule struct {
 	// the export path appended as its last argument.
 	Rollout        []string `yaml:"rollout" json:"rollout"`
 	RolloutTimeout Duration `yaml:"rollout_timeout" json:"rollout_timeout"`
+	// Verify is the acceptance soak run after an accepted change, before
+	// the rollout (study_verify.go).
+	Verify ScheduleVerify `yaml:"verify" json:"verify"`
 }
 
 // LoadStudy reads, decodes and validates the study file at path. Unset keys

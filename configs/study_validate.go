@@ -305,6 +305,7 @@ func (chk *studyCheck) schedule() {
 		chk.ps.Add("schedule.rollout[0]", "must name the command to run")
 	}
 	chk.positive("schedule.rollout_timeout", sc.RolloutTimeout)
+	chk.scheduleVerify()
 }
 
 func (s *Study) checkPayload(ps *Problems) {

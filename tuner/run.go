@@ -35,6 +35,10 @@ type RunOptions struct {
 	// kept (store.OutcomeKept) and nothing is exported. Without an
 	// incumbent a warm start is an ordinary run.
 	WarmStart bool
+	// Verify, when set, is the acceptance soak a new recommendation must
+	// pass before it is exported (verifyhook.go); when it does not, the
+	// incumbent is kept.
+	Verify Verifier
 }
 
 // Decision is a warm-started run's verdict on the incumbent.
@@ -85,6 +89,9 @@ type Report struct {
 	Exported []string `json:"exported,omitempty"`
 	// Decision is set for warm-started runs.
 	Decision *Decision `json:"decision,omitempty"`
+	// Verification is the acceptance soak of the recommendation, when
+	// RunOptions.Verify asked for one.
+	Verification *store.Verification `json:"verification,omitempty"`
 }
 
 // Run runs the study: it resumes the study's unfinished run when there is
@@ -114,7 +121,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		return nil, err
 	}
 
-	t.drain = ro.Drain
+	t.drain, t.verify = ro.Drain, ro.Verify
 	var inc *store.Recommendation
 	if ro.WarmStart {
 		if inc, err = t.incumbentOf(ctx); err != nil {
@@ -204,6 +211,11 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	if ro.WarmStart {
 		rep.Decision = &Decision{Accepted: true, Message: "first recommendation: " + conf.Why}
 	}
+	if ok, why, err := t.verifyBeforeExport(ctx, rec, rep); err != nil {
+		return t.endWithError(ctx, rep, err, finish)
+	} else if !ok {
+		return rep, finish(store.RunFinished, store.OutcomeKept, why)
+	}
 	if rep.Exported, err = t.export(rec); err != nil {
 		return t.endWithError(ctx, rep, exportFailed(err, s.Name, run.ID), finish)
 	}
@@ -238,6 +250,11 @@ func (t *Tuner) finishWarm(ctx context.Context, run *store.Run, trials []store.T
 	if !dec.Accepted {
 		t.log.Info("run finished", "run", run.ID, "decision", dec.Message)
 		return rep, finish(store.RunFinished, store.OutcomeKept, dec.Message)
+	}
+	if ok, why, err := t.verifyBeforeExport(ctx, rep.Recommendation, rep); err != nil {
+		return t.endWithError(ctx, rep, err, finish)
+	} else if !ok {
+		return rep, finish(store.RunFinished, store.OutcomeKept, why)
 	}
 	if rep.Exported, err = t.export(rep.Recommendation); err != nil {
 		return t.endWithError(ctx, rep, exportFailed(err, t.study.Name, run.ID), finish)

@@ -84,6 +84,7 @@ type Tuner struct {
 	now       func() time.Time
 	cores     int
 	drain     <-chan struct{} // the current run's RunOptions.Drain
+	verify    Verifier        // the current run's RunOptions.Verify
 }
 
 // reference is a configuration that is not (necessarily) a point of the

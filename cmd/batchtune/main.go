@@ -81,6 +81,7 @@ func run(args []string) int {
 			reportCommand(),
 			cleanupCommand(),
 			runsCommand(),
+			verifyCommand(),
 		},
 		Version:  appVersion(),
 		Metadata: map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},

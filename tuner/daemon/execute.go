@@ -14,7 +14,7 @@ import (
 func (d *Daemon) execute(ctx context.Context, j *job) {
 	log := d.log.With("study", j.study, "job", j.id, "reason", j.reason)
 	log.Info("run starting", "target", j.target.String(), "warm_start", j.opts.WarmStart, "budget", j.opts.Budget)
-	rep, err := d.runner.Run(ctx, j.spec, j.opts, func(e tuner.Event) { d.observe(j, e) })
+	rep, err := d.runner.Run(ctx, j.spec, withVerify(j.opts, j.spec, log), func(e tuner.Event) { d.observe(j, e) })
 
 	d.mu.Lock()
 	cancelled := j.cancelled
@@ -52,6 +52,8 @@ func (d *Daemon) execute(ctx context.Context, j *job) {
 		d.reportMetrics(ctx, j, rep)
 		if accepted(rep) {
 			rollout = d.rollout(ctx, j, rep, log)
+		} else if v := rep.Verification; v != nil && v.Verdict != store.VerifyPassed {
+			log.Warn("acceptance soak did not pass: the incumbent is kept, nothing rolled out", "run", rep.Run.ID, "verdict", v.Verdict, "detail", rep.Run.Detail)
 		}
 		if dec := rep.Decision; dec != nil && dec.Degraded {
 			log.Warn("INCUMBENT DEGRADED", "run", rep.Run.ID, "degradation", dec.Degradation,
