@@ -81,6 +81,7 @@ func run(args []string) int {
 			reportCommand(),
 			cleanupCommand(),
 			runsCommand(),
+			planCommand(),
 		},
 		Version:  appVersion(),
 		Metadata: map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
@@ -92,7 +93,7 @@ func run(args []string) int {
 	}
 	markUsageErrors(app)
 	moveDefaultsToDefaultText(app)
-	markStopAtOnce(app, "validate", "trials", "status", "export", "runs")
+	markStopAtOnce(app, "validate", "trials", "status", "export", "runs", "plan")
 	if err := app.RunContext(first, args); err != nil {
 		fmt.Fprintln(os.Stderr, "batchtune:", err)
 		return exitStatus(err)
