@@ -184,6 +184,9 @@ func stepOf(r *probe.Result, slo configs.SLO) (capacity.Step, error) {
 		tolerance += slo.Latency.D().Seconds() / secs
 	}
 	switch {
+	case st.EarlyStop:
+		// Stopped within its first moments: its achieved rate counts the
+		// requests still in flight as missing; the breach decides.
 	case !r.RateKept:
 		problems = append(problems, "offered rate not kept: "+r.RateNote)
 	case r.QPS < sent*(1-tolerance):

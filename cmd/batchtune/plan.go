@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/batchtune/batchtune/capacity"
+	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
 )
 
@@ -54,4 +55,12 @@ func planCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// capacityText renders a recommendation's capacity and its interval.
+func capacityText(r *store.Recommendation) string {
+	if r.CapacityLow > 0 && r.CapacityLow < r.CapacityHigh {
+		return fmt.Sprintf("capacity %.1f req/s (%.0f%% interval %.1f to %.1f)", r.Capacity, 100*r.Confidence, r.CapacityLow, r.CapacityHigh)
+	}
+	return fmt.Sprintf("capacity %.1f req/s (no interval)", r.Capacity)
 }
