@@ -51,8 +51,8 @@ type CapacityMeasurement struct {
 	GeneratorLimit string `json:"generator_limit,omitempty"`
 }
 
-// stepMeasurer measures one load; *probe.Client is one.
-type stepMeasurer interface {
+// StepMeasurer measures one load; *probe.Client is one.
+type StepMeasurer interface {
 	Measure(ctx context.Context, load probe.Load, o *probe.MeasureOptions) (*probe.Result, error)
 }
 
@@ -66,7 +66,7 @@ func (p *StudyProber) Capacity(ctx context.Context, ep runtime.Endpoints, phase 
 		return nil, err
 	}
 	defer c.Close()
-	return measureCapacity(ctx, c, p.study)
+	return MeasureCapacity(ctx, c, p.study)
 }
 
 // Step and burst lengths. A step only has to tell whether the SLO holds at
@@ -87,11 +87,11 @@ func stepDurations(s *configs.Study) (lo, hi time.Duration) {
 	return lo, hi
 }
 
-// measureCapacity runs a capacity trial's measurement on a warm server: the
+// MeasureCapacity runs a capacity trial's measurement on a warm server: the
 // burst, then the step search. It returns an error when nothing could be
 // measured, and with what was measured when the search was cut short (the
 // server died, ctx ended).
-func measureCapacity(ctx context.Context, m stepMeasurer, s *configs.Study) (*CapacityMeasurement, error) {
+func MeasureCapacity(ctx context.Context, m StepMeasurer, s *configs.Study) (*CapacityMeasurement, error) {
 	out := &CapacityMeasurement{}
 	slo := studySLO(s)
 	burst, err := m.Measure(ctx, probe.Load{Concurrency: max(s.Load.Concurrency, 1)}, &probe.MeasureOptions{
@@ -114,17 +114,11 @@ func measureCapacity(ctx context.Context, m stepMeasurer, s *configs.Study) (*Ca
 	}
 	out.Start = capacity.StartFromBurst(burst.QPS, lat, slo.Latency)
 
-	lo, hi := stepDurations(s)
 	measure := func(ctx context.Context, rate float64) (capacity.Step, error) {
-		load := probe.Load{Rate: rate, Poisson: s.Load.Arrival == configs.ArrivalPoisson, Seed: uint64(s.Search.Seed)}
-		r, err := m.Measure(ctx, load, &probe.MeasureOptions{MinDuration: lo, MaxDuration: hi, MinWindows: stepMinWindows, SLO: slo})
+		st, r, err := MeasureStep(ctx, m, s, rate)
 		if r != nil {
 			out.Measuring += r.Duration
 		}
-		if err != nil {
-			return capacity.Step{}, err
-		}
-		st, err := stepOf(r, s.SLO)
 		if err != nil {
 			return st, err
 		}
@@ -143,6 +137,21 @@ func measureCapacity(ctx context.Context, m stepMeasurer, s *configs.Study) (*Ca
 		return out, nil
 	}
 	return out, err
+}
+
+// MeasureStep measures one capacity step at rate req/s on a warm server,
+// open loop with the study's arrival process and SLO (early stop on a
+// certain breach), and returns its verdict with the probe's result. An
+// invalid measurement returns an error wrapping errGeneratorLimited.
+func MeasureStep(ctx context.Context, m StepMeasurer, s *configs.Study, rate float64) (capacity.Step, *probe.Result, error) {
+	lo, hi := stepDurations(s)
+	load := probe.Load{Rate: rate, Poisson: s.Load.Arrival == configs.ArrivalPoisson, Seed: uint64(s.Search.Seed)}
+	r, err := m.Measure(ctx, load, &probe.MeasureOptions{MinDuration: lo, MaxDuration: hi, MinWindows: stepMinWindows, SLO: studySLO(s)})
+	if err != nil {
+		return capacity.Step{}, r, err
+	}
+	st, err := stepOf(r, s.SLO)
+	return st, r, err
 }
 
 // stepOf is one step's verdict under the SLO: the SLO quantile within
@@ -250,4 +259,12 @@ func lowestStep(steps []capacity.Step) (capacity.Step, bool) {
 		}
 	}
 	return low, found
+}
+
+// Ready waits until a started server's model is AVAILABLE, connects and
+// warms it up as a trial does, and returns the client (the caller closes
+// it): the start of a measurement outside a trial, such as the sweep that
+// checks the capacity search (experiments/capacity).
+func (p *StudyProber) Ready(ctx context.Context, ep runtime.Endpoints) (*probe.Client, error) {
+	return p.ready(ctx, ep, func(store.TrialState) {})
 }

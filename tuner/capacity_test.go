@@ -120,7 +120,7 @@ func TestMeasureCapacity(t *testing.T) {
 	s := capacityStudy(t)
 	for _, c := range []float64{40, 900, 12_000} {
 		k := &kneeServer{capacity: c, slo: 30 * time.Millisecond, base: 5 * time.Millisecond}
-		m, err := measureCapacity(context.Background(), k, s)
+		m, err := MeasureCapacity(context.Background(), k, s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func TestMeasureCapacity(t *testing.T) {
 	// capacity: the capacity found is a lower bound, said so; when it
 	// cannot offer even the first rate, the trial is invalid.
 	k := &kneeServer{capacity: 2000, slo: 30 * time.Millisecond, base: 5 * time.Millisecond, invalid: 2500}
-	m, err := measureCapacity(context.Background(), k, s)
+	m, err := MeasureCapacity(context.Background(), k, s)
 	if err != nil || m.GeneratorLimit == "" {
 		t.Fatalf("generator-limited: %v, limit %q", err, m.GeneratorLimit)
 	}
@@ -156,7 +156,7 @@ func TestMeasureCapacity(t *testing.T) {
 		t.Errorf("generator-limited verdict %+v", v)
 	}
 	k = &kneeServer{capacity: 2000, slo: 30 * time.Millisecond, base: 5 * time.Millisecond, invalid: 1}
-	m, _ = measureCapacity(context.Background(), k, s)
+	m, _ = MeasureCapacity(context.Background(), k, s)
 	if v := scoreCapacity(m); v.State != store.TrialInvalid || v.Objective != nil {
 		t.Errorf("nothing offered: verdict %+v, want invalid", v)
 	}
@@ -164,7 +164,7 @@ func TestMeasureCapacity(t *testing.T) {
 	// A server that breaks the SLO even at the lowest rate: infeasible,
 	// with the lowest step's reason.
 	k = &kneeServer{capacity: 0.1, slo: 30 * time.Millisecond, base: 5 * time.Millisecond}
-	m, err = measureCapacity(context.Background(), k, s)
+	m, err = MeasureCapacity(context.Background(), k, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func (p *fakeProber) Capacity(ctx context.Context, ep runtime.Endpoints, phase f
 	slo := 30 * time.Millisecond
 	// A P99 at the knee over the SLO moves the knee down in proportion.
 	c := qps * math.Min(1, float64(slo)/float64(p99))
-	return measureCapacity(ctx, &kneeServer{capacity: c, slo: slo, base: slo / 4}, &configs.Study{
+	return MeasureCapacity(ctx, &kneeServer{capacity: c, slo: slo, base: slo / 4}, &configs.Study{
 		Load: configs.Load{Concurrency: 8, MinDuration: configs.Duration(3 * time.Second), MaxDuration: configs.Duration(9 * time.Second)},
 		SLO:  configs.SLO{Latency: configs.Duration(slo), Quantile: 0.99, ErrorRate: 0.001},
 	})
