@@ -79,6 +79,12 @@ const (
 	stepMinWindows  = 2
 )
 
+// settleAfterBreach is the idle pause after a step that broke the SLO
+// (measured on the stand-in: without it the next, lower step was stopped
+// within 0.2 s on the backlog; experiments/capacity). A variable so that
+// the fakes' tests need not wait.
+var settleAfterBreach = time.Second
+
 // stepDurations are a step's measuring bounds: a third of a fixed-load
 // trial's, at least 2 s (two 1 s windows) and at most 10 s.
 func stepDurations(s *configs.Study) (lo, hi time.Duration) {
@@ -114,8 +120,20 @@ func MeasureCapacity(ctx context.Context, m StepMeasurer, s *configs.Study) (*Ca
 	}
 	out.Start = capacity.StartFromBurst(burst.QPS, lat, slo.Latency)
 
+	broke := false
 	measure := func(ctx context.Context, rate float64) (capacity.Step, error) {
+		if broke {
+			// A step that broke the SLO leaves the server's queue full:
+			// the next step starts once it has drained, or its first
+			// requests would be judged on the last step's backlog.
+			select {
+			case <-ctx.Done():
+				return capacity.Step{}, context.Cause(ctx)
+			case <-time.After(settleAfterBreach):
+			}
+		}
 		st, r, err := MeasureStep(ctx, m, s, rate)
+		broke = err == nil && !st.Meets
 		if r != nil {
 			out.Measuring += r.Duration
 		}

@@ -109,6 +109,14 @@ func (k *kneeServer) Measure(_ context.Context, load probe.Load, o *probe.Measur
 	return r, nil
 }
 
+// noSettle drops the pause after a breaking step for the test: the
+// synthetic server has no backlog.
+func noSettle(t *testing.T) {
+	d := settleAfterBreach
+	settleAfterBreach = 0
+	t.Cleanup(func() { settleAfterBreach = d })
+}
+
 func capacityStudy(t *testing.T) *configs.Study {
 	return testStudy(t, "")
 }
@@ -117,6 +125,7 @@ func capacityStudy(t *testing.T) *configs.Study {
 // at the search's rates with the study's SLO for the early stop, and the
 // capacity found is within the resolution of the server's.
 func TestMeasureCapacity(t *testing.T) {
+	noSettle(t)
 	s := capacityStudy(t)
 	for _, c := range []float64{40, 900, 12_000} {
 		k := &kneeServer{capacity: c, slo: 30 * time.Millisecond, base: 5 * time.Millisecond}
@@ -213,6 +222,7 @@ var _ CapacityProber = (*fakeProber)(nil)
 // the recommendation carries the winner's capacity interval and the
 // baseline's capacity for planning.
 func TestCapacityRun(t *testing.T) {
+	noSettle(t)
 	s := testStudy(t, "")
 	s.Objective = configs.ObjectiveMaxCapacity
 	db := storetest.Open(t)

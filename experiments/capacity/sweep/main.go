@@ -46,6 +46,10 @@ type line struct {
 	SweepBroke   float64         `json:"sweep_lowest_broke"`
 	SweepTime    time.Duration   `json:"sweep_measuring_ns"`
 	Disagreement float64         `json:"disagreement"` // |search/sweep - 1|
+	// GeneratorLimit is the search's; Invalid counts sweep rates the
+	// generator could not offer (no verdict).
+	GeneratorLimit string `json:"generator_limit,omitempty"`
+	Invalid        int    `json:"invalid,omitempty"`
 }
 
 func main() {
@@ -101,7 +105,7 @@ func one(ctx context.Context, rt runtime.Runtime, p *tuner.StudyProber, s *confi
 	if err != nil {
 		return nil, err
 	}
-	l := &line{Config: spec, Search: m.Search, Burst: m.Burst.QPS, Measuring: m.Measuring}
+	l := &line{Config: spec, Search: m.Search, Burst: m.Burst.QPS, Measuring: m.Measuring, GeneratorLimit: m.GeneratorLimit}
 	found := m.Search.Capacity
 	if !(found > 0) {
 		return l, nil
@@ -109,11 +113,17 @@ func one(ctx context.Context, rt runtime.Runtime, p *tuner.StudyProber, s *confi
 	for i := range n {
 		rate := found * from * math.Pow(to/from, float64(i)/float64(n-1))
 		st, r, err := tuner.MeasureStep(ctx, c, s, rate)
-		if err != nil {
+		if r == nil || ctx.Err() != nil {
 			return nil, err
 		}
 		st.Offered = rate
 		l.SweepTime += r.Duration
+		if err != nil { // the generator could not offer it: no verdict
+			st.Reason = "no verdict: " + err.Error()
+			l.Sweep = append(l.Sweep, st)
+			l.Invalid++
+			continue
+		}
 		l.Sweep = append(l.Sweep, st)
 		if st.Meets {
 			l.SweepMet = max(l.SweepMet, rate)
