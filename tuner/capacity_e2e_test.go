@@ -26,7 +26,7 @@ func TestE2ECapacityBracketsTheKnee(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := rt.Recover(ctx); err != nil {
 		t.Fatal(err)
@@ -42,6 +42,12 @@ func TestE2ECapacityBracketsTheKnee(t *testing.T) {
 	}
 	began := time.Now()
 	m, err := p.Capacity(ctx, srv.Endpoints(), func(store.TrialState) {})
+	// A generator starved of CPU by other processes gives no verdict (the
+	// search stops there); on a busy machine, measure again, at most twice.
+	for try := 0; err == nil && m.GeneratorLimit != "" && try < 2; try++ {
+		t.Logf("no verdict (%s); measuring again", m.GeneratorLimit)
+		m, err = p.Capacity(ctx, srv.Endpoints(), func(store.TrialState) {})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

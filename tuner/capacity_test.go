@@ -160,6 +160,9 @@ func TestMeasureCapacity(t *testing.T) {
 	if err != nil || m.GeneratorLimit == "" {
 		t.Fatalf("generator-limited: %v, limit %q", err, m.GeneratorLimit)
 	}
+	if n := len(k.loads); n < 2 || k.loads[n-1].Rate != k.loads[n-2].Rate || k.loads[n-1].Rate < 2500 {
+		t.Errorf("the generator-limited rate was not measured twice: %v", k.loads)
+	}
 	v := scoreCapacity(m)
 	if !v.Feasible || !strings.Contains(v.Reason, "capacity at least") {
 		t.Errorf("generator-limited verdict %+v", v)
