@@ -198,7 +198,9 @@ func nextRate(lo, hi float64, last Step, o Options) (rate float64, stop bool, no
 		down := hi * 0.5
 		// A server that could not keep up saturates near its achieved
 		// rate; just under it is the most useful next step.
-		if last.Achieved > 0 && last.Achieved < last.Offered {
+		// An early-stopped step's achieved rate is that of its first
+		// fraction of a second, no sign of saturation.
+		if last.Achieved > 0 && last.Achieved < last.Offered && !last.EarlyStop {
 			down = max(down, last.Achieved*0.9)
 		}
 		return clamp(min(down, hi*0.9), o), false, ""

@@ -155,8 +155,10 @@ func (k Kind) CheckLoad(openLoop bool) string {
 	return kinds[k].name + " needs " + kinds[k].wrongLoad
 }
 
-// Value is k's value of a measurement: the achieved QPS (max_throughput)
-// or the latency of the SLO's quantile in seconds (min_latency).
+// Value is k's value of a measurement: the achieved QPS (max_throughput),
+// the latency of the SLO's quantile in seconds (min_latency), or, for
+// max_capacity, qps is the highest rate its search found within the SLO
+// (0 when none met it: an infeasible trial) and is the value itself.
 func (k Kind) Value(qps float64, latency time.Duration) float64 {
 	if k.OpenLoop() {
 		return latency.Seconds()

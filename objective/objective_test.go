@@ -20,6 +20,7 @@ func TestKinds(t *testing.T) {
 	for name, want := range map[configs.Objective]objective.Kind{
 		configs.ObjectiveMaxThroughput: objective.MaxThroughput,
 		configs.ObjectiveMinLatency:    objective.MinLatency,
+		configs.ObjectiveMaxCapacity:   objective.MaxCapacity,
 	} {
 		if got, err := name.Kind(); err != nil || got != want {
 			t.Errorf("%s.Kind() = %v, %v; want %v", name, got, err, want)
@@ -53,6 +54,8 @@ func TestBehaviour(t *testing.T) {
 		{objective.MaxThroughput, objective.Maximize, false, 900, "1234.6 req/s", true},
 		// Latency: less is better, open loop, the quantile in seconds.
 		{objective.MinLatency, objective.Minimize, true, 0.0025, "p99 2.5ms", false},
+		// Capacity: more is better, its burst closed loop, the rate, req/s.
+		{objective.MaxCapacity, objective.Maximize, false, 900, "1234.6 req/s", true},
 	}
 	for _, tt := range tests {
 		if tt.k.Direction() != tt.dir || tt.k.OpenLoop() != tt.open {

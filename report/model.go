@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -380,6 +381,17 @@ func derive(tr store.Trial, q float64, m *Machine) Trial {
 				t.Steps = append(t.Steps, Step{Offered: s.OfferedRate, Achieved: s.QPS, Latency: s.Latency.at(q)})
 			}
 		}
+	}
+	if c := tr.Capacity; c != nil && len(t.Steps) == 0 {
+		// A capacity trial's steps, in rate order: its rate–latency curve.
+		for _, s := range c.Steps {
+			lat := s.Quantile // the SLO's quantile
+			if lat == 0 {
+				lat = pick(q, s.P50, s.P90, s.P99, s.P99, s.P99)
+			}
+			t.Steps = append(t.Steps, Step{Offered: s.Offered, Achieved: s.Achieved, Latency: lat})
+		}
+		slices.SortFunc(t.Steps, func(a, b Step) int { return cmp.Compare(a.Offered, b.Offered) })
 	}
 	t.Measurement = nil // the views never show it raw; JSON stays small
 	return t

@@ -80,6 +80,7 @@ type (
 const (
 	MaxThroughput = objective.MaxThroughput
 	MinLatency    = objective.MinLatency
+	MaxCapacity   = objective.MaxCapacity
 	Maximize      = objective.Maximize
 	Minimize      = objective.Minimize
 )
@@ -133,7 +134,9 @@ func margin(o Objective, slo time.Duration, t Trial) (m float64, ok bool) {
 	switch {
 	case o.Kind == MinLatency && t.QPS > 0:
 		m = math.Log(o.Rate / t.QPS)
-	case o.Kind == MaxThroughput && t.P99 > 0 && slo > 0:
+	case (o.Kind == MaxThroughput || o.Kind == MaxCapacity) && t.P99 > 0 && slo > 0:
+		// For a capacity trial, P99 is the knee's (the highest rate that
+		// met the SLO), or the lowest rate's when none met.
 		m = math.Log(float64(t.P99) / float64(slo))
 	}
 	if t.ErrorRate >= 0 { // NaN: no error-rate information

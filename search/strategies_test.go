@@ -313,6 +313,7 @@ func TestMargin(t *testing.T) {
 	slo := 50 * time.Millisecond
 	thr := Objective{Kind: MaxThroughput, ErrorBudget: 0.01}
 	lat := Objective{Kind: MinLatency, ErrorBudget: 0.01, Rate: 1000}
+	capa := Objective{Kind: MaxCapacity, ErrorBudget: 0.01}
 	tests := []struct {
 		name string
 		o    Objective
@@ -335,6 +336,10 @@ func TestMargin(t *testing.T) {
 		// min_latency: the rate binds.
 		{"rate missed", lat, Trial{Outcome: Succeeded, QPS: 800, P99: time.Second}, math.Log(1000.0 / 800), true},
 		{"rate met", lat, Trial{Outcome: Succeeded, Feasible: true, QPS: 1000, P99: time.Second}, -0.05, true},
+		// max_capacity: the knee's P99 (feasible: capacity > 0), or the
+		// lowest rate's when no rate met the SLO.
+		{"capacity found", capa, Trial{Outcome: Succeeded, Feasible: true, Value: 900, Measured: true, P99: 40 * time.Millisecond}, math.Log(0.8), true},
+		{"no rate met", capa, Trial{Outcome: Succeeded, Value: 0, Measured: true, P99: 150 * time.Millisecond}, math.Log(3), true},
 		// No information.
 		{"rejected", thr, Trial{Outcome: Rejected}, 0, false},
 		{"invalid", thr, Trial{Outcome: Invalid}, 0, false},

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/batchtune/batchtune/capacity"
 )
 
 // Versions of what this batchtune writes. A file or record with a larger
@@ -245,6 +247,13 @@ type Trial struct {
 	// the stopping rule and a reader of the history both need them.
 	Expected *float64 `json:"expected,omitempty"`
 	Why      string   `json:"why,omitempty"`
+	// Capacity is, for a trial under objective max_capacity, its search
+	// for the highest rate within the SLO: the bracket and every step
+	// measured (offered and achieved rate, quantiles, errors, mean batch,
+	// queueing share), which together are the server's rate–latency
+	// curve, the knee included. Nil under the other objectives. Records
+	// written before it existed read as nil.
+	Capacity *capacity.Result `json:"capacity,omitempty"`
 	// Measurement is the probe's full result as JSON; the store keeps it
 	// as it is and never interprets it. It is stored beside the trial:
 	// DB.Trial returns it, listings (Trials, StudyTrials, ResumeRun) leave
@@ -293,10 +302,32 @@ type Recommendation struct {
 	Capacity     float64 `json:"capacity,omitempty"`
 	CapacityLow  float64 `json:"capacity_low,omitempty"`
 	CapacityHigh float64 `json:"capacity_high,omitempty"`
+	// Capacities are the confirmed capacities of the configurations the
+	// run compared the recommendation with (the baseline, the seeds'
+	// recipe, the other candidates), for planning; empty when the run did
+	// not measure capacity.
+	Capacities []CapacityEstimate `json:"capacities,omitempty"`
 	// Accepted is true when the configuration was exported (and rolled
 	// out); false when it was recorded but the incumbent was kept.
 	Accepted bool   `json:"accepted"`
 	Note     string `json:"note,omitempty"`
+}
+
+// CapacityEstimate is one configuration's capacity as a run's
+// confirmation measured it: the geometric mean of its repeats (req/s) and
+// its interval [Low, High] at the recommendation's Confidence.
+type CapacityEstimate struct {
+	// Label names the configuration as the confirmation did: "baseline
+	// (tf-defaults)", "seed recipe", "trial 12".
+	Label    string  `json:"label"`
+	Config   []Param `json:"config,omitempty"`
+	Capacity float64 `json:"capacity"`
+	Low      float64 `json:"low"`
+	High     float64 `json:"high"`
+	// Repeats is how many repeats measured it, Feasible how many of them
+	// met the SLO at some rate.
+	Repeats  int `json:"repeats"`
+	Feasible int `json:"feasible"`
 }
 
 // key encodes a sequence number as 8 big-endian bytes, so that a bucket's

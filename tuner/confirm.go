@@ -9,6 +9,7 @@ import (
 
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/internal/estimate"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner/runtime"
@@ -404,10 +405,27 @@ func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmatio
 	if g := conf.Gain; g != nil {
 		rec.Gain, rec.GainLow, rec.GainHigh, rec.Confidence = g.Rel, g.Low, g.High, g.Conf
 	}
+	if t.objective.Kind == objective.MaxCapacity {
+		rec.Capacity, rec.CapacityLow, rec.CapacityHigh = w.Estimate.Mean, w.Estimate.Low, w.Estimate.High
+		rec.Confidence = t.study.Confirmation.Confidence
+		for i := range conf.Candidates {
+			if i != *conf.Winner {
+				rec.Capacities = append(rec.Capacities, capacityOf(&conf.Candidates[i]))
+			}
+		}
+		rec.Capacities = append(rec.Capacities, capacityOf(&conf.Baseline))
+	}
 	if conf.Note != "" {
 		rec.Note += " (" + conf.Note + ")"
 	}
 	return rec, nil
+}
+
+// capacityOf is a confirmed candidate's capacity for planning: 0 when no
+// repeat met the SLO at any rate.
+func capacityOf(c *Candidate) store.CapacityEstimate {
+	return store.CapacityEstimate{Label: c.Label, Config: c.Config, Capacity: c.Estimate.Mean,
+		Low: c.Estimate.Low, High: c.Estimate.High, Repeats: c.Repeats, Feasible: c.Feasible}
 }
 
 func firstReason(rs []string) string {

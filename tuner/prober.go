@@ -92,6 +92,28 @@ func Target(s *configs.Study, ep runtime.Endpoints) probe.Target {
 
 // Trial implements Prober.
 func (p *StudyProber) Trial(ctx context.Context, ep runtime.Endpoints, phase func(store.TrialState)) (*probe.Result, error) {
+	c, err := p.ready(ctx, ep, phase)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	s := p.study
+	return c.Measure(ctx, Load(s), &probe.MeasureOptions{
+		MinDuration: s.Load.MinDuration.D(),
+		MaxDuration: s.Load.MaxDuration.D(),
+		SLO:         studySLO(s),
+	})
+}
+
+// studySLO is the study's SLO as the probe's early stop takes it.
+func studySLO(s *configs.Study) *probe.SLO {
+	return &probe.SLO{Latency: s.SLO.Latency.D(), Quantile: s.SLO.Quantile, ErrorRate: s.SLO.ErrorRate}
+}
+
+// ready waits until the server's model is AVAILABLE, connects and warms it
+// up under the study's load, and returns the client in the measuring
+// phase. The caller closes the client.
+func (p *StudyProber) ready(ctx context.Context, ep runtime.Endpoints, phase func(store.TrialState)) (*probe.Client, error) {
 	s := p.study
 	t := Target(s, ep)
 	began := time.Now()
@@ -119,7 +141,6 @@ func (p *StudyProber) Trial(ctx context.Context, ep runtime.Endpoints, phase fun
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
 	if reqs == nil {
 		p.mu.Lock()
 		p.reqs = c.Requests()
@@ -141,18 +162,11 @@ func (p *StudyProber) Trial(ctx context.Context, ep runtime.Endpoints, phase fun
 		Bucket:       100 * time.Millisecond,
 	})
 	if err != nil {
+		c.Close()
 		return nil, fmt.Errorf("warmup: %w", err)
 	}
 	p.log.Debug("server ready and warm", "ready", ready.Sub(began), "warmup", time.Since(ready),
 		"warmup_requests", wr.Requests, "warmup_stop", wr.StopReason, "warmup_run", wr.Duration)
 	phase(store.TrialMeasuring)
-	return c.Measure(ctx, load, &probe.MeasureOptions{
-		MinDuration: s.Load.MinDuration.D(),
-		MaxDuration: s.Load.MaxDuration.D(),
-		SLO: &probe.SLO{
-			Latency:   s.SLO.Latency.D(),
-			Quantile:  s.SLO.Quantile,
-			ErrorRate: s.SLO.ErrorRate,
-		},
-	})
+	return c, nil
 }

@@ -2,10 +2,13 @@ package tuner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/batchtune/batchtune/objective"
+	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner/runtime"
 )
@@ -90,11 +93,33 @@ func (t *Tuner) runTrial(ctx context.Context, tr *store.Trial, launch runtime.Co
 	}()
 
 	var phaseErr error
-	res, err := t.prober.Trial(tctx, srv.Endpoints(), func(s store.TrialState) {
+	phase := func(s store.TrialState) {
 		if phaseErr == nil {
 			phaseErr = t.transition(ctx, tr, s, st)
 		}
-	})
+	}
+	var (
+		res *probe.Result
+		cm  *CapacityMeasurement
+	)
+	if cp, ok := t.prober.(CapacityProber); ok && t.objective.Kind == objective.MaxCapacity {
+		cm, err = cp.Capacity(tctx, srv.Endpoints(), phase)
+	} else {
+		res, err = t.prober.Trial(tctx, srv.Endpoints(), phase)
+	}
+	measured := func() json.RawMessage {
+		if cm != nil {
+			return encodeResult(cm)
+		}
+		if res != nil {
+			return encodeResult(res)
+		}
+		return nil
+	}
+	if cm != nil && len(cm.Search.Steps) > 0 {
+		search := cm.Search
+		tr.Capacity = &search
+	}
 	died := context.Cause(tctx) == errServerExited
 
 	// Stop the server now, on a context of its own: the next trial must
@@ -110,9 +135,7 @@ func (t *Tuner) runTrial(ctx context.Context, tr *store.Trial, launch runtime.Co
 	case died:
 		tr.Reason = "server exited: " + exit.Reason()
 		tr.LogTail = exit.Log
-		if res != nil {
-			tr.Measurement = encodeResult(res)
-		}
+		tr.Measurement = measured()
 		log.Warn("trial failed", "reason", tr.Reason)
 		return t.transition(ctx, tr, store.TrialFailed, st)
 	case ctx.Err() != nil:
@@ -126,10 +149,19 @@ func (t *Tuner) runTrial(ctx context.Context, tr *store.Trial, launch runtime.Co
 	if stopErr != nil {
 		log.Warn("server stop", "err", stopErr)
 	}
+	if cm != nil {
+		v := scoreCapacity(cm)
+		tr.Objective, tr.Feasible, tr.Summary = v.Objective, v.Feasible, v.Summary
+		tr.Reason = v.Reason
+		tr.Measurement = measured()
+		log.Info("trial ended", "state", v.State, "capacity", deref(v.Objective), "feasible", v.Feasible,
+			"upper", cm.Search.Upper, "steps", len(cm.Search.Steps), "measuring", cm.Measuring, "reason", v.Reason)
+		return t.transition(ctx, tr, v.State, st)
+	}
 	v := score(t.study, res)
 	tr.Objective, tr.Feasible, tr.Summary = v.Objective, v.Feasible, v.Summary
 	tr.Reason = v.Reason
-	tr.Measurement = encodeResult(res)
+	tr.Measurement = measured()
 	log.Info("trial ended", "state", v.State, "objective", deref(v.Objective), "feasible", v.Feasible,
 		"qps", res.QPS, "p99", res.Latency.P99, "stop", res.StopReason, "reason", v.Reason)
 	return t.transition(ctx, tr, v.State, st)

@@ -186,6 +186,9 @@ func New(s *configs.Study, db *store.DB, rt runtime.Runtime, p Prober, o *Option
 			return nil, err
 		}
 	}
+	if _, ok := t.prober.(CapacityProber); t.objective.Kind == objective.MaxCapacity && !ok {
+		return nil, fmt.Errorf("objective %s: the prober %T cannot search a server's capacity", t.objective.Kind, t.prober)
+	}
 	return t, nil
 }
 

@@ -82,6 +82,7 @@ func run(args []string) int {
 			cleanupCommand(),
 			runsCommand(),
 			verifyCommand(),
+			planCommand(),
 		},
 		Version:  appVersion(),
 		Metadata: map[string]any{interruptsKey: interrupts{graceful: graceful, abort: abort}},
@@ -93,7 +94,7 @@ func run(args []string) int {
 	}
 	markUsageErrors(app)
 	moveDefaultsToDefaultText(app)
-	markStopAtOnce(app, "validate", "trials", "status", "export", "runs")
+	markStopAtOnce(app, "validate", "trials", "status", "export", "runs", "plan")
 	if err := app.RunContext(first, args); err != nil {
 		fmt.Fprintln(os.Stderr, "batchtune:", err)
 		return exitStatus(err)

@@ -183,6 +183,9 @@ func printStatus(w io.Writer, rep *statusReport, now time.Time) {
 		inc := "-"
 		if r := s.Incumbent; r != nil {
 			inc = fmt.Sprintf("#%d (run %d) %s", r.Seq, r.Run, compactConfig(r.Config))
+			if r.Capacity > 0 {
+				inc += " " + capacityText(r)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, state, next, last, outcome, inc)
 	}

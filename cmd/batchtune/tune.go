@@ -216,7 +216,12 @@ func (p *progress) line(s string) {
 func trialLine(e tuner.Event) string {
 	tr := e.Trial
 	s := fmt.Sprintf("%-7s %2d/%-2d trial %-3d %-13s %s", e.Stage, e.Index, e.Total, tr.Seq, tr.State, compactConfig(tr.Config))
-	if tr.Objective != nil {
+	if c := tr.Capacity; c != nil && tr.Objective != nil {
+		s += fmt.Sprintf("  →  capacity %.1f req/s (%d steps), P99 there %s", c.Capacity, len(c.Steps), fmtDur(tr.Summary.P99))
+		if !tr.Feasible {
+			s += " (infeasible)"
+		}
+	} else if tr.Objective != nil {
 		s += fmt.Sprintf("  →  %s, P99 %s", report.Throughput(tr.Summary, tr.State), fmtDur(tr.Summary.P99))
 		if !tr.Feasible {
 			s += " (infeasible)"
@@ -300,6 +305,9 @@ func printReport(w io.Writer, t *tuner.Tuner, rep *tuner.Report) {
 		} else {
 			fmt.Fprintf(w, "gain over %s: %+.1f%% (no interval: one repeat)\n", rec.Baseline, 100*g.Rel)
 		}
+	}
+	if rec.Capacity > 0 {
+		fmt.Fprintf(w, "%s; size a fleet with: batchtune plan --study %s --target-qps N\n", capacityText(rec), rec.Study)
 	}
 	fmt.Fprintf(w, "why: %s\n", conf.Why)
 	fmt.Fprintf(w, "\nbatching.config:\n%s", indent(rec.Batching))

@@ -80,6 +80,7 @@ func (d *Daemon) Handler(o APIOptions) http.Handler {
 	mux.HandleFunc("GET "+PathAPI+"/studies/{study}/recommendation", a.incumbent)
 	mux.HandleFunc("GET "+PathAPI+"/studies/{study}/recommendations", a.recommendations)
 	mux.HandleFunc("GET "+PathAPI+"/studies/{study}/verifications", a.verifications)
+	mux.HandleFunc("GET "+PathAPI+"/studies/{study}/plan", a.plan)
 	mux.HandleFunc("POST "+PathAPI+"/studies/{study}/runs", a.mutating(a.trigger))
 	mux.HandleFunc("POST "+PathAPI+"/studies/{study}/runs/{run}/cancel", a.mutating(a.cancel))
 	mux.HandleFunc("DELETE "+PathAPI+"/studies/{study}/runs/{run}", a.mutating(a.cancel))
