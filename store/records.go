@@ -64,11 +64,16 @@ type RunKind string
 // Run kinds.
 const (
 	KindOneShot   RunKind = "oneshot"   // batchtune tune
-	KindScheduled RunKind = "scheduled" // the daemon's schedule or API
+	KindScheduled RunKind = "scheduled" // the daemon's schedule (and, before kind api, its API)
+	KindAPI       RunKind = "api"       // queued through the daemon's API
 )
 
 // Valid reports whether k is a known run kind.
-func (k RunKind) Valid() bool { return k == KindOneShot || k == KindScheduled }
+func (k RunKind) Valid() bool { return k == KindOneShot || k == KindScheduled || k == KindAPI }
+
+// Daemon reports whether a daemon ran it (scheduled or through its API):
+// a re-tune, warm-started unless the API asked otherwise.
+func (k RunKind) Daemon() bool { return k == KindScheduled || k == KindAPI }
 
 // Outcome is how a finished run ended: a bounded set, fit for a metric
 // label.
