@@ -191,11 +191,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	}
 	rep.Confirmation = conf
 	if conf.Winner == nil {
-		detail := ErrNoFeasible.Error()
-		if conf.Note != "" {
-			detail += ": " + conf.Note
-		}
-		detail += unstableNote(t.judgeRun(run, conf))
+		detail := noRecommendationDetail(conf) + unstableNote(t.judgeRun(run, conf))
 		t.log.Warn("run ended without a recommendation", "run", run.ID, "detail", detail)
 		return rep, finish(store.RunFinished, store.OutcomeNoFeasible, detail)
 	}
