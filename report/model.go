@@ -603,7 +603,7 @@ func timing(run store.Run, trials []Trial, now time.Time) Timing {
 // history gathers a study's re-tune history; nil for a study whose only
 // runs are one-shot tunes with at most one recommendation.
 func history(ctx context.Context, db Store, study string, runs []store.Run, recs []store.Recommendation) (*History, error) {
-	scheduled := slices.ContainsFunc(runs, func(r store.Run) bool { return r.Kind == store.KindScheduled })
+	scheduled := slices.ContainsFunc(runs, func(r store.Run) bool { return r.Kind.Daemon() })
 	if !scheduled && len(recs) < 2 {
 		return nil, nil
 	}

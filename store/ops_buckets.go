@@ -107,7 +107,7 @@ func validRun(r *Run) error {
 	case !r.State.Valid():
 		return fmt.Errorf("%w: %s: unknown state %q", ErrInvalid, runName(r.Study, r.ID), r.State)
 	case !r.Kind.Valid():
-		return fmt.Errorf("%w: %s: unknown kind %q (want %s or %s)", ErrInvalid, runName(r.Study, r.ID), r.Kind, KindOneShot, KindScheduled)
+		return fmt.Errorf("%w: %s: unknown kind %q (want %s, %s or %s)", ErrInvalid, runName(r.Study, r.ID), r.Kind, KindOneShot, KindScheduled, KindAPI)
 	case !r.Outcome.Valid():
 		return fmt.Errorf("%w: %s: unknown outcome %q", ErrInvalid, runName(r.Study, r.ID), r.Outcome)
 	}

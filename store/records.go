@@ -66,11 +66,16 @@ type RunKind string
 // Run kinds.
 const (
 	KindOneShot   RunKind = "oneshot"   // batchtune tune
-	KindScheduled RunKind = "scheduled" // the daemon's schedule or API
+	KindScheduled RunKind = "scheduled" // the daemon's schedule (and, before kind api, its API)
+	KindAPI       RunKind = "api"       // queued through the daemon's API
 )
 
 // Valid reports whether k is a known run kind.
-func (k RunKind) Valid() bool { return k == KindOneShot || k == KindScheduled }
+func (k RunKind) Valid() bool { return k == KindOneShot || k == KindScheduled || k == KindAPI }
+
+// Daemon reports whether a daemon ran it (scheduled or through its API):
+// a re-tune, warm-started unless the API asked otherwise.
+func (k RunKind) Daemon() bool { return k == KindScheduled || k == KindAPI }
 
 // Outcome is how a finished run ended: a bounded set, fit for a metric
 // label.
@@ -125,6 +130,28 @@ type Run struct {
 	// here so that the alarm outlives the daemon that raised it.
 	Degradation *float64 `json:"degradation,omitempty"`
 	Degraded    bool     `json:"degraded,omitempty"`
+	// Stability is how steady the machine was during the run; nil for a
+	// run that ended before it was judged.
+	Stability *Stability `json:"stability,omitempty"`
+}
+
+// Stability is what a run saw of the machine's steadiness: the spread of
+// the baseline's confirmation repeats, the CPU time a hypervisor stole
+// and the load average. Each figure is nil when it could not be measured.
+type Stability struct {
+	// BaselineCV is the coefficient of variation (standard deviation /
+	// mean) of the baseline's objective over BaselineRepeats repeats.
+	BaselineCV      *float64 `json:"baseline_cv,omitempty"`
+	BaselineRepeats int      `json:"baseline_repeats,omitempty"`
+	// Steal is the share of the machine's CPU time stolen over the run.
+	Steal *float64 `json:"steal,omitempty"`
+	// LoadPerCore is the one-minute load average at the run's end over
+	// the machine's cores.
+	LoadPerCore *float64 `json:"load_per_core,omitempty"`
+	// Unstable is set when a figure passed its limit; Note says which,
+	// and what to do.
+	Unstable bool   `json:"unstable,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 // LastIncumbentCheck returns the latest finished run of runs (in ID

@@ -140,6 +140,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	if err != nil {
 		return nil, err
 	}
+	t.host.start = t.host.read()
 	rep = &Report{Study: s.Name, Resumed: resumed}
 	t.log.Info("run started", "run", run.ID, "resumed", resumed, "budget", budget, "strategy", t.strategy.Name())
 	t.observe(Event{Time: t.now(), Run: run.ID, Message: fmt.Sprintf("run %d %s", run.ID, map[bool]string{true: "resumed", false: "started"}[resumed])})
@@ -197,10 +198,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	}
 	rep.Confirmation = conf
 	if conf.Winner == nil {
-		detail := ErrNoFeasible.Error()
-		if conf.Note != "" {
-			detail += ": " + conf.Note
-		}
+		detail := noRecommendationDetail(conf) + unstableNote(t.judgeRun(run, conf))
 		t.log.Warn("run ended without a recommendation", "run", run.ID, "detail", detail)
 		return rep, finish(store.RunFinished, store.OutcomeNoFeasible, detail)
 	}
@@ -221,7 +219,11 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	}
 	run.Exported = rep.Exported
 	t.log.Info("run finished", "run", run.ID, "trials", len(trials), "gain", rec.Gain)
-	return rep, finish(store.RunFinished, store.OutcomeRecommended, conf.Why)
+	detail := conf.Why
+	if st := t.judgeRun(run, conf); weakGain(conf) {
+		detail += unstableNote(st)
+	}
+	return rep, finish(store.RunFinished, store.OutcomeRecommended, detail)
 }
 
 // finishWarm ends a warm-started run: the challenge against the incumbent,
@@ -247,9 +249,10 @@ func (t *Tuner) finishWarm(ctx context.Context, run *store.Run, trials []store.T
 		*pending = rec
 		rep.Recommendation = rec
 	}
+	st := t.judgeRun(run, conf)
 	if !dec.Accepted {
 		t.log.Info("run finished", "run", run.ID, "decision", dec.Message)
-		return rep, finish(store.RunFinished, store.OutcomeKept, dec.Message)
+		return rep, finish(store.RunFinished, store.OutcomeKept, dec.Message+unstableNote(st))
 	}
 	if ok, why, err := t.verifyBeforeExport(ctx, rep.Recommendation, rep); err != nil {
 		return t.endWithError(ctx, rep, err, finish)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/objective"
+	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tfserving"
@@ -50,6 +51,9 @@ type Options struct {
 	GPUs int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Host reads the machine's CPU counters and load (stability.go);
+	// probe.ReadHost when nil.
+	Host func() probe.HostSample
 }
 
 // Event reports progress. Trial is a copy of the trial as just stored; it
@@ -85,6 +89,7 @@ type Tuner struct {
 	cores     int
 	drain     <-chan struct{} // the current run's RunOptions.Drain
 	verify    Verifier        // the current run's RunOptions.Verify
+	host      hostReading     // the machine, read at the current run's start
 }
 
 // reference is a configuration that is not (necessarily) a point of the
@@ -160,6 +165,10 @@ func New(s *configs.Study, db *store.DB, rt runtime.Runtime, p Prober, o *Option
 		observe:   opts.Observe,
 		now:       opts.Now,
 		cores:     opts.Cores,
+		host:      hostReading{read: opts.Host},
+	}
+	if t.host.read == nil {
+		t.host.read = probe.ReadHost
 	}
 	var err error
 	if t.space, err = search.NewSpace(s.Space, Rules(s, opts.Cores, opts.GPUs)); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/batchtune/batchtune/store"
@@ -115,35 +114,35 @@ func (t *Tuner) challenge(ctx context.Context, run *store.Run, trials []store.Tr
 	dec := &Decision{Incumbent: inc}
 	incKey := configOf(inc.Config).Key()
 
-	// The incumbent now, from its fresh measurement(s).
-	var fresh []float64
-	incFeasible := true
-	for _, tr := range trials {
-		if tr.Role == store.RoleIncumbent && tr.State.Terminal() && tr.State != store.TrialInterrupted {
-			if tr.Objective != nil && tr.State != store.TrialInvalid {
-				fresh = append(fresh, *tr.Objective)
-			}
-			incFeasible = incFeasible && tr.State == store.TrialSucceeded && tr.Feasible
+	// The incumbent now, from its fresh measurement(s); a loss past the
+	// threshold is measured again and judged with an interval (degrade.go).
+	fresh, incFeasible := incumbentNow(trials)
+	now, loss := t.incumbentLoss(fresh, inc)
+	verdict := ""
+	if incFeasible && len(fresh) > 0 && loss > sch.DegradationThreshold {
+		var err error
+		if trials, err = t.remeasureIncumbent(ctx, run, trials, inc, loss); err != nil {
+			return nil, dec, trials, err
+		}
+		fresh, incFeasible = incumbentNow(trials)
+		now, loss = t.incumbentLoss(fresh, inc)
+		then, err := t.acceptedSamples(ctx, inc)
+		if err != nil {
+			return nil, dec, trials, err
+		}
+		if len(then) == 0 {
+			then = []float64{inc.Objective}
+		}
+		_, low, high, degraded := t.degradedWithConfidence(then, fresh, sch.DegradationThreshold)
+		dec.Degraded = degraded
+		verdict = fmt.Sprintf("; loss interval %+.1f%% to %+.1f%% over %d re-measures", 100*low, 100*high, len(fresh))
+		if !degraded {
+			verdict += ", not past the " + pct(sch.DegradationThreshold) + " threshold with confidence"
 		}
 	}
-	var now float64
-	switch {
-	case len(fresh) == 0:
-		dec.Degradation = 1 // it does not run any more
-	default:
-		for _, v := range fresh {
-			now += v
-		}
-		now /= float64(len(fresh))
-		if inc.Objective != 0 {
-			dec.Degradation = (inc.Objective - now) / math.Abs(inc.Objective)
-			if !t.maximize() {
-				dec.Degradation = -dec.Degradation
-			}
-		}
-	}
-	dec.Degraded = dec.Degradation > sch.DegradationThreshold || !incFeasible
-	health := fmt.Sprintf("incumbent %s now (was %s, %+.1f%%)", t.fmtObjective(now), t.fmtObjective(inc.Objective), -100*dec.Degradation)
+	dec.Degradation = loss
+	dec.Degraded = dec.Degraded || !incFeasible || len(fresh) == 0
+	health := fmt.Sprintf("incumbent %s now (was %s, %+.1f%%%s)", t.fmtObjective(now), t.fmtObjective(inc.Objective), -100*dec.Degradation, verdict)
 	if !incFeasible {
 		health += ", breaking the SLO"
 	}

@@ -45,7 +45,10 @@ func daemonCommand() *cli.Command {
 			"The API (GET /api/v1/studies, POST /api/v1/studies/NAME/runs, ...), /healthz,\n" +
 			"/readyz, /metrics and the HTML reports (/reports, /reports/NAME: each study's\n" +
 			"latest run, read-only) listen on loopback by default. Listening elsewhere needs a\n" +
-			"bearer token for the mutating endpoints, from --token-file or $" + tokenEnv + ".\n\n" +
+			"bearer token, from --token-file or $" + tokenEnv + ": for the mutating endpoints,\n" +
+			"and (--read-token auto, the default) for every read but /healthz and /readyz too,\n" +
+			"since reads show study and export paths and the errors of failed runs.\n" +
+			"--read-token required asks for it on loopback as well; off leaves reads open.\n\n" +
 			"SIGHUP reloads the studies. SIGTERM or Ctrl-C: the trial in progress finishes,\n" +
 			"the server is restored, the run is left to resume at the next start; a second\n" +
 			"signal aborts the trial (still restoring the server).",
@@ -54,6 +57,7 @@ func daemonCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "listen", Usage: "address of the API and /metrics", Value: defaultListen, EnvVars: []string{"BATCHTUNE_LISTEN"}},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the API's bearer token (else $" + tokenEnv + ")"},
+			&cli.StringFlag{Name: "read-token", Usage: "whether reads (studies, runs, /metrics, reports) need the token: auto (off loopback only), required or off", Value: daemon.ReadTokenAuto, EnvVars: []string{"BATCHTUNE_READ_TOKEN"}},
 			&cli.StringSliceFlag{Name: "allow-host", Usage: "a further host name clients use in URLs (off loopback; IP addresses and this machine's name are allowed already)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "runtime state (trial files, snapshots of tuned containers)", Value: filepath.Join(dataDir(), "runtime")},
 			&cli.IntFlag{Name: "parallel", Usage: "most runs at once (on different targets); more than 1 lets runs disturb each other's measurements", Value: 1},
@@ -82,6 +86,16 @@ func runDaemon(c *cli.Context) error {
 	addr := c.String("listen")
 	if err := daemon.CheckListen(addr, token); err != nil {
 		return fmt.Errorf("%w: give --token-file FILE or $%s, or listen on 127.0.0.1", err, tokenEnv)
+	}
+	readToken, err := daemon.ResolveReadToken(c.String("read-token"), addr, token)
+	switch {
+	case errors.Is(err, daemon.ErrTokenRequired):
+		return fmt.Errorf("%w: give --token-file FILE or $%s, or --read-token off", err, tokenEnv)
+	case err != nil:
+		return usageErr(fmt.Errorf("--read-token: %w", err))
+	}
+	if !readToken && !loopbackListen(addr) {
+		log.Warn("reads are open beyond loopback (--read-token off): anyone who reaches the port sees study and export paths and the errors of failed runs", "listen", addr)
 	}
 	if c.Int("parallel") < 1 {
 		return fmt.Errorf("daemon: --parallel must be at least 1, got %d", c.Int("parallel"))
@@ -113,7 +127,7 @@ func runDaemon(c *cli.Context) error {
 		return fmt.Errorf("daemon: listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           d.Handler(daemon.APIOptions{Token: token, Listen: addr, AllowedHosts: c.StringSlice("allow-host")}),
+		Handler:           d.Handler(daemon.APIOptions{Token: token, ReadToken: readToken, Listen: addr, AllowedHosts: c.StringSlice("allow-host")}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      time.Minute,
@@ -124,7 +138,7 @@ func runDaemon(c *cli.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
-	log.Info("API listening", "url", url, "token", token != "")
+	log.Info("API listening", "url", url, "token", token != "", "reads_need_token", readToken)
 	infoPath := daemonInfoPath(dbPath)
 	if err := writeDaemonInfo(infoPath, daemonInfo{PID: os.Getpid(), URL: url, Studies: c.String("studies"), Started: time.Now().UTC()}); err != nil {
 		log.Warn("cannot record the API's address for batchtune status", "path", infoPath, "err", err)
@@ -194,13 +208,19 @@ func daemonLogger(format string, verbose bool) (*slog.Logger, error) {
 	return nil, fmt.Errorf("daemon: --log-format: want text or json, got %q", format)
 }
 
+// loopbackListen reports whether addr (host:port) listens on loopback only.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && host != "" && daemon.IsLoopback(host)
+}
+
 // apiToken reads the API's bearer token from file, else $BATCHTUNE_API_TOKEN;
 // "" when neither is given.
 func apiToken(file string) (string, error) {
 	if file != "" {
 		data, err := configs.ReadFile(file, 4<<10)
 		if err != nil {
-			return "", fmt.Errorf("daemon: --token-file: %w", err)
+			return "", fmt.Errorf("--token-file: %w", err)
 		}
 		return daemon.ParseToken(string(data), file)
 	}

@@ -78,6 +78,11 @@ func noRecommendationAdvice(s *configs.Study, rep *tuner.Report) string {
 	if conf := rep.Confirmation; conf != nil && conf.Baseline.Repeats > 0 && conf.Baseline.Feasible == conf.Baseline.Repeats {
 		fmt.Fprintf(&b, ": keep the baseline. %s met the SLO in all %d repeats and no configuration tried beat it with confidence; nothing was exported",
 			conf.Baseline.Label, conf.Baseline.Repeats)
+		return b.String() + unstableAdvice(rep)
+	}
+	if st := rep.Run.Stability; st != nil && st.Unstable {
+		// The machine, not the configurations, is the likelier cause.
+		fmt.Fprintf(&b, ": %s", st.Note)
 		return b.String()
 	}
 	slo := s.SLO.Latency.D()
@@ -89,6 +94,14 @@ func noRecommendationAdvice(s *configs.Study, rep *tuner.Report) string {
 	next = min(max(next, 2), configs.MaxTrials)
 	fmt.Fprintf(&b, ". Try a looser slo.latency, more trials (--trials %d), or a quieter machine (other jobs on it widen latency)", next)
 	return b.String()
+}
+
+// unstableAdvice is the machine's note, for a run that saw it unstable.
+func unstableAdvice(rep *tuner.Report) string {
+	if st := rep.Run.Stability; st != nil && st.Unstable {
+		return ". Also, " + st.Note
+	}
+	return ""
 }
 
 // closestMiss finds the measured configuration whose P99 came closest to

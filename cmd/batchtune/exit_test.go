@@ -68,3 +68,18 @@ func TestNoRecommendationAdvice(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRecommendationOnAnUnstableMachine: the advice names the machine's
+// figures and what to do when the run saw it unstable.
+func TestNoRecommendationOnAnUnstableMachine(t *testing.T) {
+	s := testStudyFor(t)
+	note := "the machine looked unstable: 15% of the CPU time was stolen by the hypervisor (over 5%). Measurements this noisy cannot tell configurations apart: run on a quieter host"
+	rep := &tuner.Report{Run: store.Run{ID: 2, Budget: 10, Stability: &store.Stability{Unstable: true, Note: note}}}
+	if got := noRecommendationAdvice(s, rep); !strings.Contains(got, note) {
+		t.Errorf("advice %q lacks the machine's note", got)
+	}
+	rep.Run.Stability.Unstable = false
+	if got := noRecommendationAdvice(s, rep); strings.Contains(got, "unstable") {
+		t.Errorf("a steady machine was blamed: %q", got)
+	}
+}

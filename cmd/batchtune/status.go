@@ -22,13 +22,15 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "status",
 		Usage:     "show each study's state, latest run and recommendation",
-		UsageText: "batchtune status [--api URL] [--db PATH] [--json] [STUDY]",
+		UsageText: "batchtune status [--api URL] [--token-file FILE] [--db PATH] [--json] [STUDY]",
 		Description: "Asks the daemon's API when --api is given or a daemon is running on the store\n" +
 			"(it records its address beside it); then the state, next scheduled run and run\n" +
 			"in progress are shown too. Otherwise reads the store read-only, which works\n" +
-			"while a tune or a daemon holds it.",
+			"while a tune or a daemon holds it. A daemon listening beyond loopback wants its\n" +
+			"bearer token for reads too: --token-file or $" + tokenEnv + ".",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "api", Usage: "the daemon's API, e.g. http://127.0.0.1:8790", EnvVars: []string{"BATCHTUNE_API"}},
+			&cli.StringFlag{Name: "token-file", Usage: "file holding the daemon's bearer token (else $" + tokenEnv + ")"},
 			dbFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print the status as JSON"},
 		},
@@ -50,16 +52,17 @@ func runStatus(c *cli.Context) error {
 		return fmt.Errorf("status: at most one study, got %d arguments", c.NArg())
 	}
 	name := c.Args().First()
-	var (
-		rep *statusReport
-		err error
-	)
+	token, err := apiToken(c.String("token-file"))
+	if err != nil {
+		return err
+	}
+	var rep *statusReport
 	switch api := c.String("api"); {
 	case api != "":
-		rep, err = statusFromAPI(c.Context, api, name)
+		rep, err = statusFromAPI(c.Context, api, name, token)
 	default:
 		if info, ok := readDaemonInfo(daemonInfoPath(c.String("db"))); ok {
-			rep, err = statusFromAPI(c.Context, info.URL, name)
+			rep, err = statusFromAPI(c.Context, info.URL, name, token)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "batchtune: the daemon (pid %d) did not answer at %s (%v); reading the store\n", info.PID, info.URL, err)
 			}
@@ -80,10 +83,10 @@ func runStatus(c *cli.Context) error {
 	return nil
 }
 
-func statusFromAPI(ctx context.Context, url, name string) (*statusReport, error) {
+func statusFromAPI(ctx context.Context, url, name, token string) (*statusReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl := daemon.NewClient(url, &http.Client{Timeout: 10 * time.Second}, "")
+	cl := daemon.NewClient(url, &http.Client{Timeout: 10 * time.Second}, token)
 	rep := &statusReport{Source: "daemon API at " + url, fromAPI: true}
 	if name != "" {
 		s, err := cl.Study(ctx, name)

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,9 +34,12 @@ const maxBudget = 10000
 // APIOptions configure the HTTP API.
 type APIOptions struct {
 	// Token, when set, must be presented as "Authorization: Bearer TOKEN"
-	// on every mutating request (POST, DELETE). Reads are open: they
-	// change nothing. CheckListen says when a token is required.
+	// on every mutating request (POST, DELETE), and on reads when
+	// ReadToken is set. CheckListen says when a token is required.
 	Token string
+	// ReadToken makes every read but /healthz and /readyz need the token
+	// too (ResolveReadToken decides it: by default, off loopback).
+	ReadToken bool
 	// MaxBody bounds request bodies; 0 means DefaultMaxBody.
 	MaxBody int64
 	// Listen is the listener's address (host:port); "" means loopback.
@@ -104,7 +106,11 @@ func (d *Daemon) Handler(o APIOptions) http.Handler {
 		}
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return newGuard(mux, o.Listen, o.AllowedHosts)
+	var h http.Handler = mux
+	if o.ReadToken {
+		h = a.readGate(mux)
+	}
+	return newGuard(h, o.Listen, o.AllowedHosts)
 }
 
 type api struct {
@@ -116,13 +122,9 @@ type api struct {
 // one is configured, and a bounded body.
 func (a *api) mutating(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a.o.Token != "" {
-			scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(a.o.Token)) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="batchtune"`)
-				writeError(w, http.StatusUnauthorized, errors.New("this endpoint needs the API's bearer token (Authorization: Bearer TOKEN)"))
-				return
-			}
+		if !a.authorized(r) {
+			unauthorized(w, "this endpoint needs the API's bearer token (Authorization: Bearer TOKEN)")
+			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, a.o.MaxBody)
 		h(w, r)
@@ -138,6 +140,10 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if !ok {
 		code = http.StatusServiceUnavailable
+		if terseReady(r.Context()) {
+			// The reason may name the store's path; reads need the token.
+			why = "not ready (the reason needs the API's token)"
+		}
 	}
 	writeJSON(w, code, map[string]any{"ready": ok, "status": why})
 }

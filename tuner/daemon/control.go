@@ -30,8 +30,17 @@ func (d *Daemon) Trigger(study string, t TriggerOptions) (*QueuedRun, error) {
 	if t.WarmStart != nil {
 		warm = *t.WarmStart
 	}
-	j := d.enqueue(study, ReasonAPI, tuner.RunOptions{Kind: store.KindScheduled, Budget: t.Budget, WarmStart: warm})
+	j := d.enqueue(study, ReasonAPI, tuner.RunOptions{Kind: store.KindAPI, Budget: t.Budget, WarmStart: warm})
+	// Start it now when it may start, so that the answer says where it
+	// truly stands: running, or its place among the runs still waiting.
+	if d.phase == phaseServing && d.loop != nil {
+		d.dispatch(d.loop.ctx, d.loop.drain, d.loop.wg)
+	}
 	d.wake()
+	if d.running[study] == j {
+		return &QueuedRun{Job: j.id, Study: j.study, Reason: j.reason, Queued: j.queued, Budget: j.opts.Budget,
+			WarmStart: j.opts.WarmStart, State: StateRunning}, nil
+	}
 	q := d.queuedRun(j)
 	return &q, nil
 }
@@ -50,7 +59,8 @@ type TriggerOptions struct {
 // queuedRun describes j; d.mu is held.
 func (d *Daemon) queuedRun(j *job) QueuedRun {
 	pos := slices.Index(d.queue, j) + 1
-	return QueuedRun{Job: j.id, Study: j.study, Reason: j.reason, Queued: j.queued, Budget: j.opts.Budget, WarmStart: j.opts.WarmStart, Position: pos}
+	return QueuedRun{Job: j.id, Study: j.study, Reason: j.reason, Queued: j.queued, Budget: j.opts.Budget, WarmStart: j.opts.WarmStart,
+		State: StateQueued, Position: pos}
 }
 
 // CancelResult says what a Cancel stopped.

@@ -85,6 +85,16 @@ type Daemon struct {
 	running  map[string]*job // by study
 	nextJob  uint64
 	phase    phase
+	// loop is what dispatch needs from Run, set while Run serves, so that
+	// Trigger can start a run at once and answer where it truly stands.
+	loop *loopState
+}
+
+// loopState is Run's context, drain channel and wait group.
+type loopState struct {
+	ctx   context.Context
+	drain <-chan struct{}
+	wg    *sync.WaitGroup
 }
 
 type phase int
@@ -156,7 +166,11 @@ type QueuedRun struct {
 	Queued    time.Time `json:"queued"`
 	Budget    int       `json:"budget,omitempty"`
 	WarmStart bool      `json:"warm_start"`
-	// Position is 1 for the run at the head of the queue.
+	// State is StateQueued, or StateRunning for a triggered run that
+	// started at once (its Position is then 0).
+	State string `json:"state"`
+	// Position is the run's place in the queue: 1 for the run at its
+	// head, 2 behind it, and so on.
 	Position int `json:"position"`
 }
 
@@ -229,6 +243,9 @@ func (d *Daemon) Run(ctx context.Context, drain <-chan struct{}) error {
 	d.queueUnfinished(ctx)
 
 	var wg sync.WaitGroup
+	d.mu.Lock()
+	d.loop = &loopState{ctx: ctx, drain: drain, wg: &wg}
+	d.mu.Unlock()
 	done := ctx.Done()
 	for {
 		d.mu.Lock()
@@ -268,7 +285,7 @@ func (d *Daemon) Run(ctx context.Context, drain <-chan struct{}) error {
 	}
 	wg.Wait()
 	d.mu.Lock()
-	d.phase = phaseStopped
+	d.phase, d.loop = phaseStopped, nil
 	d.mu.Unlock()
 	d.log.Info("daemon stopped")
 	return nil

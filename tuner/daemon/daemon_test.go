@@ -520,8 +520,8 @@ func TestCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := r.runner.next(t)
-	if run.Opts.Budget != 4 || !run.Opts.WarmStart || run.Opts.Kind != store.KindScheduled {
-		t.Errorf("triggered run options %+v, want budget 4, warm, scheduled", run.Opts)
+	if run.Opts.Budget != 4 || !run.Opts.WarmStart || run.Opts.Kind != store.KindAPI {
+		t.Errorf("triggered run options %+v, want budget 4, warm, api", run.Opts)
 	}
 	if _, err := r.d.Trigger("s", daemon.TriggerOptions{}); err != nil {
 		t.Fatalf("queue behind the running one: %v", err)

@@ -33,7 +33,7 @@ func (d *Daemon) queueUnfinished(ctx context.Context) {
 		d.mu.Lock()
 		st := d.studies[name]
 		if st != nil && r.SpecHash == st.study.Hash() {
-			opts := tuner.RunOptions{Kind: r.Kind, Budget: r.Budget, WarmStart: r.Kind == store.KindScheduled}
+			opts := tuner.RunOptions{Kind: r.Kind, Budget: r.Budget, WarmStart: r.Kind.Daemon()}
 			d.enqueue(name, ReasonResume, opts)
 			d.log.Info("resuming an unfinished run", "study", name, "run", r.ID, "state", r.State)
 		}
