@@ -33,8 +33,19 @@ demo: build
 # this machine, and two such packages at once on 2 cores disturb each other.
 # lint (gofmt, go vet, staticcheck) and race run first: they are quicker
 # and fail for reasons the long run cannot fix.
+# The kubernetes runtime's tests need a cluster: without
+# BATCHTUNE_K8S_KUBECONFIG (.ci/run sets it), the single-node cluster of
+# deploy/kubernetes/cluster is brought up (as root; about 8 min the first
+# time, 15 s once its binaries are cached) and taken down after, pass or fail.
 test: lint race build image
-	BATCHTUNE_ENGINE=required BATCHTUNE_REQUIRE_TOOLS=1 DOCKER_HOST=$$(.ci/engine-up) $(GO) test -p 1 -count=1 -timeout 80m $(PKGS)
+	@set -e; started=; kubeconfig="$$BATCHTUNE_K8S_KUBECONFIG"; \
+	if [ -z "$$kubeconfig" ]; then \
+		trap 'deploy/kubernetes/cluster/down.sh' EXIT; started=1; \
+		kubeconfig=$$(deploy/kubernetes/cluster/up.sh); \
+	fi; \
+	echo "BATCHTUNE_K8S_KUBECONFIG=$$kubeconfig$${started:+ (brought up by make test, taken down after)}"; \
+	BATCHTUNE_K8S_KUBECONFIG="$$kubeconfig" BATCHTUNE_ENGINE=required BATCHTUNE_REQUIRE_TOOLS=1 DOCKER_HOST=$$(.ci/engine-up) \
+		$(GO) test -p 1 -count=1 -timeout 80m $(PKGS)
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
