@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/batchtune/batchtune/tfserving"
@@ -68,8 +70,12 @@ func WaitPorts(ctx context.Context, s Server) error {
 }
 
 // grpcAnswers reports whether a gRPC server answers at addr: a
-// ModelService.GetModelStatus for no model gets a status from the server
-// (TF answers INVALID_ARGUMENT or NOT_FOUND), not a transport failure.
+// ModelService.GetModelStatus for no model gets a reply in gRPC's framing
+// (TF answers INVALID_ARGUMENT or NOT_FOUND), not a transport failure. An
+// answer in plain HTTP is not one: once a container's network is torn down,
+// a connection to its address can leave by the default route and reach a
+// transparent proxy, which answers 403 over h2c; grpc-go turns that status
+// into PermissionDenied, but the reply carried no gRPC headers or trailers.
 func grpcAnswers(ctx context.Context, addr string) bool {
 	d := net.Dialer{Timeout: time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
@@ -77,7 +83,10 @@ func grpcAnswers(ctx context.Context, addr string) bool {
 		return false
 	}
 	c.Close()
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	var seen grpcFraming
+	conn, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(&seen))
 	if err != nil {
 		return false
 	}
@@ -95,7 +104,24 @@ func grpcAnswers(ctx context.Context, addr string) bool {
 		return false
 	}
 	var se interface{ GRPCStatus() *status.Status }
-	return errors.As(err, &se)
+	return errors.As(err, &se) && seen.Load()
+}
+
+// grpcFraming is a stats.Handler that notes whether a call's reply had
+// gRPC's headers or trailers, which grpc-go reports only for a response
+// whose content type is gRPC's.
+type grpcFraming struct{ atomic.Bool }
+
+func (g *grpcFraming) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (g *grpcFraming) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (g *grpcFraming) HandleConn(context.Context, stats.ConnStats) {}
+func (g *grpcFraming) HandleRPC(_ context.Context, s stats.RPCStats) {
+	switch s.(type) {
+	case *stats.InHeader, *stats.InTrailer:
+		g.Store(true)
+	}
 }
 
 // restAnswers reports whether an HTTP server answers at addr with any status.

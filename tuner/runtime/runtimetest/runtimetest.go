@@ -241,7 +241,7 @@ func (s *suite) rejected(t *testing.T) {
 	err := runtime.WaitPorts(ctx, srv)
 	var ee *runtime.ExitError
 	if !errors.As(err, &ee) || !errors.Is(err, runtime.ErrExited) {
-		t.Fatalf("WaitPorts with a rejected config: got %v, want an *ExitError", err)
+		t.Fatalf("WaitPorts with a rejected config: got %v, want an *ExitError (endpoints %+v)", err, srv.Endpoints())
 	}
 	took := time.Since(began)
 	t.Logf("rejected config reported after %v: %s", took.Round(time.Millisecond), ee.Exit.Reason())
