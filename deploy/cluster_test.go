@@ -85,7 +85,7 @@ space:
 search: {strategy: grid, trials: 2}
 confirmation: {top_k: 1, repeats: 2, max_repeats: 2}
 export:
-  path: /var/lib/batchtune/exports/%s.batching.config
+  path: /var/lib/batchtune/%s.batching.config
 `, name, standInImage(), name)
 	if schedule != "" {
 		s += "schedule: {cron: \"" + schedule + "\", time_zone: UTC, trials: 2}\n"
@@ -219,13 +219,13 @@ func TestRuntimeManifestsOnCluster(t *testing.T) {
 	m := regexp.MustCompile(`study deploy-e2e, run \d+ \((\w+)\): (\d+) trials`).FindStringSubmatch(logs)
 	if m == nil {
 		t.Errorf("the Job's log has no study summary")
-	} else if n, _ := strconv.Atoi(m[2]); m[1] != "done" || n < 3 {
-		t.Errorf("run %s with %s trials, want done with the 2 searched and at least 1 confirmation", m[1], m[2])
+	} else if n, _ := strconv.Atoi(m[2]); m[1] != "finished" || n < 3 {
+		t.Errorf("run %s with %s trials, want finished with the 2 searched and at least 1 confirmation", m[1], m[2])
 	}
 	if !strings.Contains(logs, "\nrecommended: ") {
 		t.Error("the Job's log has no recommendation")
 	}
-	export, err := os.ReadFile(filepath.Join(dirs["batchtune-state"], "exports", "deploy-e2e.batching.config"))
+	export, err := os.ReadFile(filepath.Join(dirs["batchtune-state"], "deploy-e2e.batching.config"))
 	if err != nil || !strings.Contains(string(export), "max_batch_size") {
 		t.Errorf("the recommendation on the state volume: %v %q", err, export)
 	}
