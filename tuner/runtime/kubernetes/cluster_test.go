@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,58 +17,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/testenv"
 	k8s "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
+	"github.com/batchtune/batchtune/tuner/runtime/kubernetes/kubetest"
 )
 
-// EnvKubeconfig names the kubeconfig of the test cluster
-// (deploy/kubernetes/cluster/up.sh prints it). The tests use only this
-// variable, never KUBECONFIG, so that they cannot touch a user's cluster.
-const EnvKubeconfig = "BATCHTUNE_K8S_KUBECONFIG"
+// EnvKubeconfig names the kubeconfig of the test cluster (kubetest's rule).
+const EnvKubeconfig = kubetest.EnvKubeconfig
 
 // testNamespace holds every test pod.
 const testNamespace = "default"
 
-var (
-	clusterOnce sync.Once
-	clusterCfg  *rest.Config
-	clusterCli  kubernetes.Interface
-	clusterErr  error
-)
-
-// cluster returns a client for the test cluster, skipping the test when
-// none is given, or failing it under BATCHTUNE_REQUIRE_TOOLS=1 (as CI
-// runs). A cluster that is given but does not answer is a failure.
+// cluster returns a client for the test cluster: kubetest.Cluster, which
+// skips the test when none is given, or fails it under
+// BATCHTUNE_REQUIRE_TOOLS=1.
 func cluster(t testing.TB) (kubernetes.Interface, *rest.Config) {
 	t.Helper()
-	kc := os.Getenv(EnvKubeconfig)
-	if kc == "" {
-		msg := "no test cluster: " + EnvKubeconfig + " is not set (deploy/kubernetes/cluster/up.sh brings one up and prints it)"
-		if os.Getenv("BATCHTUNE_REQUIRE_TOOLS") != "" {
-			t.Fatal(msg + " and BATCHTUNE_REQUIRE_TOOLS is set")
-		}
-		t.Skip(msg)
-	}
-	clusterOnce.Do(func() {
-		clusterCfg, clusterErr = clientcmd.BuildConfigFromFlags("", kc)
-		if clusterErr != nil {
-			return
-		}
-		clusterCli, clusterErr = kubernetes.NewForConfig(clusterCfg)
-		if clusterErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_, clusterErr = clusterCli.CoreV1().Namespaces().Get(ctx, testNamespace, metav1.GetOptions{})
-	})
-	if clusterErr != nil {
-		t.Fatalf("test cluster %s: %v", kc, clusterErr)
-	}
-	return clusterCli, clusterCfg
+	return kubetest.Cluster(t)
 }
 
 // standInTemplate is a trial pod running the stand-in image with the

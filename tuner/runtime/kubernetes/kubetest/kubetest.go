@@ -1,0 +1,66 @@
+// Package kubetest is what tests on the test cluster share: the rule that
+// finds it (BATCHTUNE_K8S_KUBECONFIG; skipped when unset, a failure when
+// BATCHTUNE_REQUIRE_TOOLS is set) and the client made from it. The runtime's
+// own tests and deploy/'s manifest tests use it. It is for tests only.
+package kubetest
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// EnvKubeconfig names the kubeconfig of the test cluster
+// (deploy/kubernetes/cluster/up.sh prints it). The tests use only this
+// variable, never KUBECONFIG, so that they cannot touch a user's cluster.
+const EnvKubeconfig = "BATCHTUNE_K8S_KUBECONFIG"
+
+// EnvRequireTools, when set, turns a missing cluster into a failure (CI,
+// make test).
+const EnvRequireTools = "BATCHTUNE_REQUIRE_TOOLS"
+
+var (
+	once sync.Once
+	cfg  *rest.Config
+	cli  kubernetes.Interface
+	err  error
+)
+
+// Cluster returns a client for the test cluster, skipping the test when
+// none is given, or failing it under BATCHTUNE_REQUIRE_TOOLS (as CI runs).
+// A cluster that is given but does not answer is a failure.
+func Cluster(t testing.TB) (kubernetes.Interface, *rest.Config) {
+	t.Helper()
+	kc := os.Getenv(EnvKubeconfig)
+	if kc == "" {
+		msg := "no test cluster: " + EnvKubeconfig + " is not set (deploy/kubernetes/cluster/up.sh brings one up and prints it)"
+		if os.Getenv(EnvRequireTools) != "" {
+			t.Fatal(msg + " and " + EnvRequireTools + " is set")
+		}
+		t.Skip(msg)
+	}
+	once.Do(func() {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kc)
+		if err != nil {
+			return
+		}
+		cli, err = kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err = cli.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+	})
+	if err != nil {
+		t.Fatalf("test cluster %s: %v", kc, err)
+	}
+	return cli, cfg
+}
