@@ -69,6 +69,13 @@ type Bayes struct {
 	// next to TF's defaults, a local step finds it before a global model
 	// has learnt the surface. 0 or negative: the model only.
 	Portfolio int
+	// Stall, when positive, hands the next suggestion to a hill-climbing
+	// step from the best trials (hillclimb.go) whenever the last Stall
+	// trials that ran after the design raised the best feasible objective
+	// by less than 1%, and then every other suggestion while that lasts:
+	// a global model that has stopped paying gives way to a local step
+	// around what it found. 0 or negative: off.
+	Stall int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
 	Structure int
@@ -244,7 +251,7 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 	if len(out) == req.N || len(out) < min(design, req.N) {
 		return out, nil // done, or the space ran out
 	}
-	if p := b.Portfolio; p > 0 && req.N == 1 && design == 0 && obs.ran >= st.init && (obs.ran-st.init)%p == p-1 {
+	if req.N == 1 && design == 0 && obs.ran >= st.init && b.localTurn(req, st, obs) {
 		steps, err := (&HillClimb{}).Suggest(ctx, req)
 		if err != nil {
 			return nil, err
@@ -269,6 +276,45 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 		return nil, err
 	}
 	return append(out, more...), nil
+}
+
+// localTurn reports whether the next suggestion is the portfolio's local
+// step: every Portfolio-th after the design, or (Stall) while the model's
+// trials have stopped raising the best feasible objective.
+func (b *Bayes) localTurn(req Request, st bayesSettings, obs observations) bool {
+	if p := b.Portfolio; p > 0 && (obs.ran-st.init)%p == p-1 {
+		return true
+	}
+	if b.Stall <= 0 {
+		return false
+	}
+	since := sinceImprovement(req)
+	return since >= b.Stall && (since-b.Stall)%2 == 0
+}
+
+// sinceImprovement counts the trials that ran after the last one that
+// raised the best feasible objective by 1% or more (all of them when none
+// was feasible).
+func sinceImprovement(req Request) int {
+	best, have, since := 0.0, false, 0
+	for _, tr := range req.History {
+		if !tr.Outcome.ran() {
+			continue
+		}
+		since++
+		if tr.Outcome != Succeeded || !tr.Measured || !tr.Feasible || !(tr.Value > 0) {
+			continue
+		}
+		v := math.Log(tr.Value)
+		if req.Objective.Direction() == Minimize {
+			v = -v
+		}
+		if !have || v > best+math.Log(1.01) {
+			since = 0
+			best, have = v, true
+		}
+	}
+	return since
 }
 
 // design returns up to n initial-design points: the structural starting

@@ -68,6 +68,7 @@ var registry = []StrategySpec{
 		intSetting("trust_region", func(b *Bayes, v int) { b.Region = v }),
 		intSetting("structure", func(b *Bayes, v int) { b.Structure = v }),
 		intSetting("portfolio", func(b *Bayes, v int) { b.Portfolio = v }),
+		intSetting("stall", func(b *Bayes, v int) { b.Stall = v }),
 	}},
 }
 

@@ -135,3 +135,51 @@ func TestBayesPortfolioGivesEveryThirdTrialToHillClimbing(t *testing.T) {
 		t.Errorf("%d portfolio steps in trials 11–16, want 2", steps)
 	}
 }
+
+// sinceImprovement counts the trials since the best feasible objective last
+// rose by 1% or more; Stall hands the next suggestion to hill-climbing once
+// that count reaches it, then every other one while the stall lasts.
+func TestBayesStallGivesWayToHillClimbing(t *testing.T) {
+	s := conformanceSpace(t)
+	c := s.Defaults()
+	tr := func(v float64, feasible bool) Trial {
+		return Trial{Config: c, Outcome: Succeeded, Measured: true, Value: v, Feasible: feasible}
+	}
+	req := Request{Space: s, Objective: throughput}
+	for _, tc := range []struct {
+		name string
+		hist []Trial
+		want int
+	}{
+		{"none feasible", []Trial{tr(100, false), tr(200, false)}, 2},
+		{"just improved", []Trial{tr(100, true), tr(110, true)}, 0},
+		{"under 1% is no improvement", []Trial{tr(100, true), tr(100.5, true), tr(100.9, true)}, 2},
+		{"infeasible better ones do not count", []Trial{tr(100, true), tr(500, false), tr(90, true)}, 2},
+		{"rejected trials did not run", []Trial{tr(100, true), {Config: c, Outcome: Rejected}}, 0},
+	} {
+		req.History = tc.hist
+		if got := sinceImprovement(req); got != tc.want {
+			t.Errorf("%s: sinceImprovement = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+
+	// Through Suggest: after the design, with the toy's history stalled.
+	hist := run(t, &Bayes{Init: 4}, s, 5, 1, 10)
+	req = Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 5}
+	since := sinceImprovement(req)
+	if since == 0 {
+		t.Fatal("the toy history's last trial improved; the test needs a stalled one")
+	}
+	b := &Bayes{Init: 4, Stall: since}
+	sugg, err := b.Suggest(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sugg) != 1 || !strings.HasPrefix(sugg[0].Reason, "portfolio: ") {
+		t.Fatalf("stall %d reached: got %+v, want a hill-climbing step", since, sugg)
+	}
+	b.Stall = since + 1
+	if sugg, err = b.Suggest(t.Context(), req); err != nil || strings.HasPrefix(sugg[0].Reason, "portfolio: ") {
+		t.Fatalf("stall %d not reached: got %+v (%v), want the model's suggestion", since+1, sugg, err)
+	}
+}
