@@ -239,8 +239,9 @@ func runtimePods(t testing.TB, set runtimeSet) map[string]corev1.PodTemplateSpec
 }
 
 // TestRuntimePods: batchtune's own pods run its image, unprivileged (the
-// restricted standard), with the store on a volume and a fixed host name
-// (trial pods are owned by pid@host).
+// restricted standard), with the store on a volume, and know their own
+// pod through the downward API (trial pods are owned by that pod, so that
+// the next batchtune pod collects those of a killed one).
 func TestRuntimePods(t *testing.T) {
 	set := runtimeManifests(t)
 	for name, pod := range runtimePods(t, set) {
@@ -253,8 +254,19 @@ func TestRuntimePods(t *testing.T) {
 		if c.Image != set.image {
 			t.Errorf("%s: image %q, want the kustomization's %q", name, c.Image, set.image)
 		}
-		if s.Hostname == "" {
-			t.Errorf("%s: no hostname: a killed batchtune's trial pods could not be collected by the next pod", name)
+		if s.Hostname != "" {
+			t.Errorf("%s: hostname %q: batchtune names its owner by the pod (POD_UID), a fixed host name is not needed", name, s.Hostname)
+		}
+		env := map[string]string{}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+			}
+		}
+		for v, field := range map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_UID": "metadata.uid"} {
+			if env[v] != field {
+				t.Errorf("%s: %s is not the downward API's %s: a killed batchtune's trial pods could not be collected by the next pod", name, v, field)
+			}
 		}
 		psc := s.SecurityContext
 		if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {

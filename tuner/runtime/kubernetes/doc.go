@@ -25,10 +25,14 @@
 //
 // Pods and ConfigMaps carry the labels batchtune.io/study, batchtune.io/run
 // (one per runtime: a batchtune process) and batchtune.io/role=trial, and
-// the annotation batchtune.io/owner (pid@host). Recover collects what a
-// batchtune that is gone left behind in the namespace (its owner's pid no
-// longer runs on this host) and refuses, with runtime.ErrBusy, a study
-// whose pods belong to a live batchtune elsewhere; those are never touched.
+// the annotation batchtune.io/owner: pid@host, or, when batchtune runs in
+// a pod that tells it POD_NAME, POD_NAMESPACE and POD_UID (the downward
+// API), pod/namespace/name/uid. Recover collects what a batchtune that is
+// gone left behind in the namespace (its owner's pid no longer runs on this
+// host; its owner pod is missing, has another UID, has Succeeded or Failed,
+// or is past its deletion's grace period, as the API says) and refuses,
+// with runtime.ErrBusy, a study whose pods belong to a live batchtune
+// elsewhere, or to an owner pod it may not get; those are never touched.
 // The study's state directory holds only its lock, which keeps two
 // batchtunes on one host from running the same study.
 package kubernetes

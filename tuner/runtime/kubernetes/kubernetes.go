@@ -34,7 +34,7 @@ const (
 	LabelStudy      = "batchtune.io/study"
 	LabelRun        = "batchtune.io/run"
 	LabelRole       = "batchtune.io/role"
-	AnnotationOwner = "batchtune.io/owner" // pid@host of the batchtune that made it
+	AnnotationOwner = "batchtune.io/owner" // pid@host, or pod/namespace/name/uid, of the batchtune that made it
 	AnnotationStudy = "batchtune.io/study" // the study's name as given
 	RoleTrial       = "trial"
 )
@@ -130,7 +130,7 @@ type Runtime struct {
 	restPort  int
 	dir       string
 	log       *slog.Logger
-	owner     string // pid@host
+	owner     string // pid@host, or pod/namespace/name/uid in a pod
 	run       string // this runtime's batchtune.io/run value
 	studyVal  string // the study as a label value
 	namePart  string // the study as part of an object name
@@ -255,6 +255,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r.log = log.With("runtime", "kubernetes", "study", opts.Study, "namespace", ns)
 	r.owner, _ = owner.Self()
+	if p, ok := owner.SelfPod(); ok {
+		r.owner = p.Label()
+	}
 	r.run = randHex(5)
 	r.studyVal = labelValue(opts.Study)
 	r.namePart = namePart(opts.Study)
@@ -319,13 +322,14 @@ func (r *Runtime) sweep(ctx context.Context, mine bool) error {
 		return fmt.Errorf("kubernetes: listing trial ConfigMaps in namespace %s: %w", r.ns, err)
 	}
 	host, _ := os.Hostname()
+	gone := r.ownerGone(cctx, host)
 	var busy []string
 	var gonePods []string
 	for _, p := range pods.Items {
 		if mine && p.Labels[LabelRun] != r.run {
 			continue
 		}
-		if gone, why := ownerGone(p.Annotations[AnnotationOwner], r.owner, host); !gone {
+		if gone, why := gone(p.Annotations[AnnotationOwner]); !gone {
 			busy = append(busy, "pod "+p.Name+" "+why)
 			continue
 		}
@@ -345,7 +349,7 @@ func (r *Runtime) sweep(ctx context.Context, mine bool) error {
 		if mine && cm.Labels[LabelRun] != r.run {
 			continue
 		}
-		if gone, _ := ownerGone(cm.Annotations[AnnotationOwner], r.owner, host); !gone {
+		if gone, _ := gone(cm.Annotations[AnnotationOwner]); !gone {
 			continue
 		}
 		if err := r.cli.CoreV1().ConfigMaps(r.ns).Delete(cctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -408,18 +412,52 @@ func (r *Runtime) deletePod(ctx context.Context, name string, grace time.Duratio
 	}
 }
 
-// ownerGone says whether the batchtune named by an owner annotation
-// (pid@host) is gone, so that its objects may be removed (the rule is
-// package owner's); the text names a live owner and what to do.
-func ownerGone(label, self, host string) (bool, string) {
-	v := owner.Check(label, self, host, owner.PIDAlive)
-	switch {
-	case v.Gone:
-		return true, ""
-	case v.Remote:
-		return false, "is owned by " + v.String() + ": stop that batchtune, or delete the pod"
+// ownerGone returns a function that says whether the batchtune named by
+// an owner annotation (pid@host, or pod/namespace/name/uid looked up
+// through the API, once per owner) is gone, so that its objects may be
+// removed (the rule is package owner's); the text names a live owner and
+// what to do.
+func (r *Runtime) ownerGone(ctx context.Context, host string) func(label string) (bool, string) {
+	type answer struct {
+		st  owner.PodState
+		err error
 	}
-	return false, "is owned by the live " + v.String()
+	seen := map[string]answer{}
+	lookup := func(ns, name string) (owner.PodState, error) {
+		key := ns + "/" + name
+		if a, ok := seen[key]; ok {
+			return a.st, a.err
+		}
+		var a answer
+		p, err := r.cli.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			a.err = err
+		default:
+			a.st = owner.PodState{Exists: true, UID: string(p.UID), Phase: string(p.Status.Phase)}
+			if p.DeletionTimestamp != nil {
+				a.st.DeleteBy = p.DeletionTimestamp.Time
+			}
+		}
+		seen[key] = a
+		return a.st, a.err
+	}
+	now := time.Now()
+	return func(label string) (bool, string) {
+		v := owner.CheckAny(label, r.owner, host, owner.PIDAlive, lookup, now)
+		switch {
+		case v.Gone:
+			return true, ""
+		case v.Unchecked != "":
+			return false, "is owned by " + v.String() + ": let this batchtune get pods in that namespace, or delete the pod"
+		case v.Pod != "":
+			return false, "is owned by the batchtune in the live " + v.String() + ": stop it, or delete the pod"
+		case v.Remote:
+			return false, "is owned by " + v.String() + ": stop that batchtune, or delete the pod"
+		}
+		return false, "is owned by the live " + v.String()
+	}
 }
 
 var labelOK = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)

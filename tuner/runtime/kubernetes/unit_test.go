@@ -7,12 +7,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/batchtune/batchtune/tuner/runtime"
+	"github.com/batchtune/batchtune/tuner/runtime/internal/owner"
 )
 
 // Unit tests with client-go's fake clientset; the runtime against a real
@@ -171,6 +177,95 @@ func TestRecoverCollectsOnlyWhatADeadBatchtuneLeft(t *testing.T) {
 	}
 	if _, err := cli.CoreV1().Pods("default").Get(ctx, "live", metav1.GetOptions{}); err != nil {
 		t.Errorf("a live batchtune's pod was touched: %v", err)
+	}
+	r.Restore(ctx)
+}
+
+func TestRecoverJudgesPodOwnersThroughTheAPI(t *testing.T) {
+	t.Setenv(owner.EnvPodName, "batchtune-tune-new")
+	t.Setenv(owner.EnvPodNamespace, "tuning")
+	t.Setenv(owner.EnvPodUID, "u-self")
+	runner := func(name, uid string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tuning", UID: types.UID(uid)},
+			Status: corev1.PodStatus{Phase: phase}}
+	}
+	trial := func(name string, o owner.Pod) (*corev1.Pod, *corev1.ConfigMap) {
+		meta := metav1.ObjectMeta{Name: name, Namespace: "default",
+			Labels:      map[string]string{LabelStudy: "s", LabelRole: RoleTrial, LabelRun: "old"},
+			Annotations: map[string]string{AnnotationOwner: o.Label()}}
+		return &corev1.Pod{ObjectMeta: meta}, &corev1.ConfigMap{ObjectMeta: meta}
+	}
+	ctx := context.Background()
+	recoverWith := func(objs ...k8sruntime.Object) (*fake.Clientset, *Runtime, error) {
+		cli := fake.NewClientset(objs...)
+		r, err := New(Options{Client: cli, Image: "tfs", Study: "s", StateDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (owner.Pod{Namespace: "tuning", Name: "batchtune-tune-new", UID: "u-self"}).Label(); r.owner != want {
+			t.Fatalf("owner %q in a pod; want %q", r.owner, want)
+		}
+		return cli, r, r.Recover(ctx)
+	}
+
+	// Gone: succeeded, failed, missing, and a new pod of the same name.
+	objs := []k8sruntime.Object{
+		runner("done", "u-done", corev1.PodSucceeded),
+		runner("failed", "u-failed", corev1.PodFailed),
+		runner("renamed", "u-new", corev1.PodRunning),
+	}
+	for _, o := range []struct{ name, uid string }{{"done", "u-done"}, {"failed", "u-failed"},
+		{"missing", "u-missing"}, {"renamed", "u-old"}, {"batchtune-tune-new", "u-self"}} {
+		o := owner.Pod{Namespace: "tuning", Name: o.name, UID: o.uid}
+		p, cm := trial("t-"+o.Name, o)
+		objs = append(objs, p, cm)
+	}
+	cli, r, err := recoverWith(objs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := cli.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	cms, _ := cli.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if len(pods.Items)+len(cms.Items) != 0 {
+		t.Errorf("leftovers of pods that are gone are still there: %d pods, %d ConfigMaps", len(pods.Items), len(cms.Items))
+	}
+	if runners, _ := cli.CoreV1().Pods("tuning").List(ctx, metav1.ListOptions{}); len(runners.Items) != 3 {
+		t.Errorf("the owner pods were touched: %d left", len(runners.Items))
+	}
+	r.Restore(ctx)
+
+	// Live: running, and one being deleted within its grace period.
+	stopping := runner("stopping", "u-stopping", corev1.PodRunning)
+	stopping.DeletionTimestamp = &metav1.Time{Time: time.Now().Add(time.Hour)}
+	livePod, liveCM := trial("t-live", owner.Pod{Namespace: "tuning", Name: "live", UID: "u-live"})
+	stoppingPod, _ := trial("t-stopping", owner.Pod{Namespace: "tuning", Name: "stopping", UID: "u-stopping"})
+	cli, r, err = recoverWith(runner("live", "u-live", corev1.PodRunning), stopping, livePod, liveCM, stoppingPod)
+	if !errors.Is(err, runtime.ErrBusy) || !strings.Contains(err.Error(), "pod tuning/live") || !strings.Contains(err.Error(), "pod tuning/stopping") {
+		t.Errorf("Recover beside live batchtune pods: got %v, want ErrBusy naming both", err)
+	}
+	for _, name := range []string{"t-live", "t-stopping"} {
+		if _, err := cli.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("a live batchtune's pod %s was touched: %v", name, err)
+		}
+	}
+	r.Restore(ctx)
+
+	// Not checkable (RBAC): counts as live.
+	p, _ := trial("t-elsewhere", owner.Pod{Namespace: "other", Name: "x", UID: "u-x"})
+	cli = fake.NewClientset(p)
+	cli.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		if a.GetNamespace() == "other" {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "x", errors.New("no RBAC"))
+		}
+		return false, nil, nil
+	})
+	r, _ = New(Options{Client: cli, Image: "tfs", Study: "s", StateDir: t.TempDir()})
+	err = r.Recover(ctx)
+	if !errors.Is(err, runtime.ErrBusy) || !strings.Contains(err.Error(), "not checked") || !strings.Contains(err.Error(), "other/x") {
+		t.Errorf("Recover beside an owner pod it may not get: got %v, want ErrBusy saying so", err)
+	}
+	if _, err := cli.CoreV1().Pods("default").Get(ctx, "t-elsewhere", metav1.GetOptions{}); err != nil {
+		t.Errorf("an unchecked owner's pod was touched: %v", err)
 	}
 	r.Restore(ctx)
 }

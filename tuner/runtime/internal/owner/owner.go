@@ -31,14 +31,21 @@ type Verdict struct {
 	PID    int
 	Host   string
 	Remote bool
+	// Pod (namespace/name) names a live owner pod (CheckAny); Unchecked,
+	// when set, says why it could not be looked up (it counts as live).
+	Pod       string
+	Unchecked string
 }
 
 // String describes a live owner ("pid 42 on host a", with "(not checked
-// from here)" when it is remote); "" when Gone.
+// from here)" when it is remote; "pod ns/name", with "(not checked: why)"
+// when its lookup failed); "" when Gone.
 func (v Verdict) String() string {
 	switch {
 	case v.Gone:
 		return ""
+	case v.Pod != "":
+		return v.podString()
 	case v.Remote:
 		return fmt.Sprintf("pid %d on host %s (not checked from here)", v.PID, v.Host)
 	}
