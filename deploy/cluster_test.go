@@ -45,39 +45,7 @@ func standInImage() string {
 // trials and a confirmation, a few seconds each, the trial pods as a user
 // writes them (no namespace: batchtune's own).
 func clusterStudy(name, schedule string) string {
-	s := fmt.Sprintf(`name: %s
-target:
-  runtime: kubernetes
-  model: {name: ranker, base_path: /models/ranker}
-  start_timeout: 60s
-  kubernetes:
-    pending_timeout: 60s
-    template:
-      metadata:
-        labels: {app: tfserving-trial}
-      spec:
-        automountServiceAccountToken: false
-        containers:
-          - name: tfserving
-            image: %s
-            imagePullPolicy: Never
-            resources:
-              limits: {memory: 512Mi}
-load:
-  mode: closed
-  concurrency: 16
-  connections: 2
-  request_timeout: 2s
-  payload:
-    batch: 1
-    inputs: [{name: features, dtype: DT_FLOAT, shape: [-1, 256]}]
-  warmup: {requests: 50, max_duration: 3s}
-  min_duration: 2s
-  max_duration: 2s
-slo:
-  latency: 200ms
-objective: max_throughput
-space:
+	s := kubetest.StandInStudy(kubetest.Study{Name: name, Image: standInImage(), Rest: `space:
   max_batch_size: {values: [4, 32]}
   batch_timeout_micros: {values: [1000]}
   num_batch_threads: {values: [2]}
@@ -85,8 +53,8 @@ space:
 search: {strategy: grid, trials: 2}
 confirmation: {top_k: 1, repeats: 2, max_repeats: 2}
 export:
-  path: /var/lib/batchtune/%s.batching.config
-`, name, standInImage(), name)
+  path: /var/lib/batchtune/` + name + `.batching.config
+`})
 	if schedule != "" {
 		s += "schedule: {cron: \"" + schedule + "\", time_zone: UTC, trials: 2}\n"
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/batchtune/batchtune/tuner/runtime"
 	"github.com/batchtune/batchtune/tuner/runtime/internal/testenv"
 	k8s "github.com/batchtune/batchtune/tuner/runtime/kubernetes"
+	"github.com/batchtune/batchtune/tuner/runtime/kubernetes/kubetest"
 )
 
 func TestMain(m *testing.M) { emulatortest.Main(m) }
@@ -30,44 +31,12 @@ func TestMain(m *testing.M) { emulatortest.Main(m) }
 func clusterStudy(t *testing.T, name, space, search string, minDur string) (*configs.Study, []byte) {
 	t.Helper()
 	si := testenv.StandIn(t, testenv.RepoRoot(t))
-	doc := fmt.Sprintf(`name: %s
-target:
-  runtime: kubernetes
-  model: {name: ranker, base_path: /models/ranker}
-  start_timeout: 60s
-  kubernetes:
-    kubeconfig: %s
-    namespace: %s
-    pending_timeout: 60s
-    template:
-      metadata:
-        labels: {app: tfserving-trial}
-      spec:
-        automountServiceAccountToken: false
-        containers:
-          - name: tfserving
-            image: %s
-            imagePullPolicy: Never
-            resources:
-              limits: {memory: 512Mi}
-load:
-  mode: closed
-  concurrency: 16
-  connections: 2
-  request_timeout: 2s
-  payload:
-    batch: 1
-    inputs: [{name: features, dtype: DT_FLOAT, shape: [-1, 256]}]
-  warmup: {requests: 50, max_duration: 3s}
-  min_duration: %s
-  max_duration: %s
-slo:
-  latency: 200ms
-objective: max_throughput
-space:
-%s
-%s
-`, name, os.Getenv(EnvKubeconfig), testNamespace, si.Image, minDur, minDur, space, search)
+	doc := kubetest.StandInStudy(kubetest.Study{
+		Name: name, Image: si.Image,
+		Kubeconfig: os.Getenv(EnvKubeconfig), Namespace: testNamespace,
+		Duration: minDur,
+		Rest:     "space:\n" + space + "\n" + search + "\n",
+	})
 	s, err := configs.ParseStudy(filepath.Join(t.TempDir(), "study.yaml"), []byte(doc))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ package kubetest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -63,4 +64,69 @@ func Cluster(t testing.TB) (kubernetes.Interface, *rest.Config) {
 		t.Fatalf("test cluster %s: %v", kc, err)
 	}
 	return cli, cfg
+}
+
+// Study is what the cluster tests' studies of the stand-in's ranker model
+// vary; StandInStudy writes the rest the same way for all of them.
+type Study struct {
+	Name  string
+	Image string // the stand-in's image, as up.sh imported it
+	// Kubeconfig and Namespace go into target.kubernetes when set; empty,
+	// batchtune uses its in-cluster configuration and its own namespace.
+	Kubeconfig, Namespace string
+	// Duration is each trial's measuring time (min and max); default 2s.
+	Duration string
+	// Rest is the sections after slo and objective: space, search and any
+	// other, as YAML at the top level.
+	Rest string
+}
+
+// StandInStudy returns a short study of the stand-in's ranker on the
+// cluster: one trial pod per configuration from a template as a user writes
+// it, 16 closed-loop clients, P99 within 200 ms.
+func StandInStudy(s Study) string {
+	var where string
+	if s.Kubeconfig != "" {
+		where += "    kubeconfig: " + s.Kubeconfig + "\n"
+	}
+	if s.Namespace != "" {
+		where += "    namespace: " + s.Namespace + "\n"
+	}
+	dur := s.Duration
+	if dur == "" {
+		dur = "2s"
+	}
+	return fmt.Sprintf(`name: %s
+target:
+  runtime: kubernetes
+  model: {name: ranker, base_path: /models/ranker}
+  start_timeout: 60s
+  kubernetes:
+%s    pending_timeout: 60s
+    template:
+      metadata:
+        labels: {app: tfserving-trial}
+      spec:
+        automountServiceAccountToken: false
+        containers:
+          - name: tfserving
+            image: %s
+            imagePullPolicy: Never
+            resources:
+              limits: {memory: 512Mi}
+load:
+  mode: closed
+  concurrency: 16
+  connections: 2
+  request_timeout: 2s
+  payload:
+    batch: 1
+    inputs: [{name: features, dtype: DT_FLOAT, shape: [-1, 256]}]
+  warmup: {requests: 50, max_duration: 3s}
+  min_duration: %s
+  max_duration: %s
+slo:
+  latency: 200ms
+objective: max_throughput
+%s`, s.Name, where, s.Image, dur, dur, s.Rest)
 }
