@@ -37,6 +37,7 @@ func DefaultStudy() *Study {
 			Kubernetes: KubernetesTarget{
 				Template:       map[string]any{},
 				Args:           []string{},
+				Spread:         SpreadNode,
 				PendingTimeout: Duration(5 * time.Minute),
 			},
 		},
@@ -130,6 +131,7 @@ var fieldDocs = map[string]string{
 	"target.kubernetes.image":           "The TF Serving container's image (replaces the template's); with no\ntemplate, the pod is this image alone.",
 	"target.kubernetes.container":       "Name of the TF Serving container in the template; empty means its only\ncontainer, or the one named tfserving.",
 	"target.kubernetes.args":            "Appended to the TF Serving container's args before the trial's flags;\nnot checked.",
+	"target.kubernetes.spread":          "How trial pods running at once (search.parallelism) are kept apart: node\n(never two on one node) or none (the scheduler places them by their resource\nrequests, e.g. a GPU each).",
 	"target.kubernetes.pending_timeout": "Longest a trial pod may take to start its container (scheduling, image,\nvolumes); past it the trial fails with Kubernetes' reason.",
 	"target.kubernetes.deployment":      "An existing Deployment to tune in place: not supported yet (refused);\ngive its pod template as template instead.",
 
@@ -170,7 +172,7 @@ var fieldDocs = map[string]string{
 	"search.strategy":     "The strategy that proposes trials:", // + the names, fieldDoc
 	"search.trials":       "Trial budget of a one-shot run.",
 	"search.seed":         "Seeds every random choice of the study.",
-	"search.parallelism":  "Reserved: trials against one server run one at a time (must be 1).",
+	"search.parallelism":  "Search trials run at once, from the strategy's batch suggestions; above 1\nonly with target.runtime kubernetes (a pod each, spread by\ntarget.kubernetes.spread); confirmation runs one at a time, on one node.",
 	"search.max_failures": "Consecutive failed trials that stop the study.",
 	"search.settings":     "Settings of the strategy; it rejects those it does not know.", // + each one's, fieldDoc
 

@@ -18,6 +18,7 @@ const (
 	MaxRate           = 1_000_000 // load.rate, requests/s
 	MaxWarmupRequests = 1_000_000 // load.warmup.requests
 	MaxTrials         = 10000     // search.trials, schedule.trials, a run's budget
+	MaxParallelism    = 64        // search.parallelism
 	MaxTopK           = 100       // confirmation.top_k
 	MaxRepeats        = 100       // confirmation.repeats
 	MaxBatchRows      = 1 << 20   // probe --batch
@@ -61,6 +62,7 @@ func (s *Study) checkLimits(ps *Problems) {
 	atMost("load.warmup.requests", l.Warmup.Requests, MaxWarmupRequests)
 	atMost("search.trials", s.Search.Trials, MaxTrials)
 	atMost("search.max_failures", s.Search.MaxFailures, MaxTrials)
+	atMost("search.parallelism", s.Search.Parallelism, MaxParallelism)
 	atMost("schedule.trials", s.Schedule.Trials, MaxTrials)
 	atMost("confirmation.top_k", s.Confirmation.TopK, MaxTopK)
 	atMost("confirmation.repeats", s.Confirmation.Repeats, MaxRepeats)

@@ -230,8 +230,8 @@ type Search struct {
 	// Trials is the trial budget of a one-shot run.
 	Trials int   `yaml:"trials" json:"trials"`
 	Seed   int64 `yaml:"seed" json:"seed"`
-	// Parallelism is reserved: trials against one server run one at a
-	// time, so it must be 1.
+	// Parallelism is how many search trials run at once (runtime
+	// kubernetes only: each its own pod, node or device).
 	Parallelism int `yaml:"parallelism" json:"parallelism"`
 	// MaxFailures consecutive failed trials stop the study.
 	MaxFailures int `yaml:"max_failures" json:"max_failures"`

@@ -20,11 +20,20 @@ type KubernetesTarget struct {
 	Container string `yaml:"container" json:"container"`
 	// Args are appended verbatim to the container's args (not checked).
 	Args []string `yaml:"args" json:"args"`
+	// Spread keeps parallel trial pods apart: "node" (one per node) or
+	// "none" (placed by their resource requests).
+	Spread string `yaml:"spread" json:"spread"`
 	// PendingTimeout bounds the wait for a trial pod's container to start.
 	PendingTimeout Duration `yaml:"pending_timeout" json:"pending_timeout"`
 	// Deployment would tune an existing Deployment in place; refused.
 	Deployment string `yaml:"deployment" json:"deployment"`
 }
+
+// Values of target.kubernetes.spread.
+const (
+	SpreadNode = "node"
+	SpreadNone = "none"
+)
 
 // dnsLabel is a Kubernetes object name that is also a DNS label (RFC 1123).
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
@@ -35,7 +44,7 @@ func (chk *studyCheck) kubernetes() {
 	t := chk.s.Target
 	k := t.Kubernetes
 	on := t.Runtime == RuntimeKubernetes
-	for _, f := range []string{"kubeconfig", "context", "namespace", "template", "image", "container", "args", "deployment"} {
+	for _, f := range []string{"kubeconfig", "context", "namespace", "template", "image", "container", "args", "spread", "deployment"} {
 		chk.notSetUnless("target.kubernetes."+f, "target.runtime is kubernetes", on)
 	}
 	if !on {
@@ -60,4 +69,9 @@ func (chk *studyCheck) kubernetes() {
 		chk.ps.Add("target.model.base_path", "must be an absolute path inside the container with runtime kubernetes, got %q", t.Model.BasePath)
 	}
 	chk.positive("target.kubernetes.pending_timeout", k.PendingTimeout)
+	switch k.Spread {
+	case "", SpreadNode, SpreadNone:
+	default:
+		chk.ps.Add("target.kubernetes.spread", "want %q (parallel trial pods on different nodes) or %q (placed by their resource requests), got %q", SpreadNode, SpreadNone, k.Spread)
+	}
 }

@@ -15,6 +15,7 @@ func TestKubernetesTargetProblemsNameTheField(t *testing.T) {
 		{"deployment in place", "runtime: kubernetes\n  kubernetes: {image: x, deployment: ranker}", "target.kubernetes.deployment: tuning an existing Deployment in place is not supported yet"},
 		{"relative base path", "runtime: kubernetes\n  model: {name: m, base_path: models/m}\n  kubernetes: {image: x}", "target.model.base_path: must be an absolute path inside the container with runtime kubernetes"},
 		{"zero pending timeout", "runtime: kubernetes\n  kubernetes: {image: x, pending_timeout: 0s}", "target.kubernetes.pending_timeout: must be a positive duration"},
+		{"bad spread", "runtime: kubernetes\n  kubernetes: {image: x, spread: zone}", "target.kubernetes.spread: want \"node\""},
 		{"under docker", "runtime: docker\n  docker: {image: x}\n  kubernetes: {image: y}", "target.kubernetes.image: applies only when target.runtime is kubernetes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -29,12 +30,12 @@ func TestKubernetesTargetProblemsNameTheField(t *testing.T) {
 			}
 		})
 	}
-	ok := "name: k\ntarget:\n  runtime: kubernetes\n  model: {name: m}\n  kubernetes:\n    template:\n      spec:\n        containers: [{name: tfserving, image: x}]\nslo: {latency: 100ms}\n"
+	ok := "name: k\ntarget:\n  runtime: kubernetes\n  model: {name: m}\n  kubernetes:\n    template:\n      spec:\n        containers: [{name: tfserving, image: x}]\nslo: {latency: 100ms}\nsearch: {parallelism: 3}\n"
 	s, err := ParseStudy("study.yaml", []byte(ok))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Target.Model.BasePath != "/models/m" || len(s.Target.Kubernetes.Template) == 0 {
+	if s.Target.Model.BasePath != "/models/m" || len(s.Target.Kubernetes.Template) == 0 || s.Search.Parallelism != 3 || s.Target.Kubernetes.Spread != SpreadNode {
 		t.Errorf("decoded %+v", s.Target)
 	}
 }

@@ -252,8 +252,9 @@ func (chk *studyCheck) search() {
 	s := chk.s
 	checkStrategy(&chk.ps, s.Search.Strategy) // the names package search declares
 	chk.atLeast("search.trials", s.Search.Trials, 1)
-	if s.Search.Parallelism != 1 {
-		chk.ps.Add("search.parallelism", "is reserved and must be 1 (trials against one server run one at a time), got %d", s.Search.Parallelism)
+	chk.atLeast("search.parallelism", s.Search.Parallelism, 1)
+	if s.Search.Parallelism > 1 && s.Target.Runtime != RuntimeKubernetes {
+		chk.ps.Add("search.parallelism", "%d trials at once need target.runtime kubernetes (a pod each, on its own node or device); with runtime %s they would share this host's cores and distort each other's measurements, so it must be 1", s.Search.Parallelism, s.Target.Runtime)
 	}
 	chk.atLeast("search.max_failures", s.Search.MaxFailures, 1)
 }

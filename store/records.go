@@ -217,6 +217,7 @@ const (
 	RoleConfirm   = "confirm"   // a re-measurement of a top candidate
 	RoleBaseline  = "baseline"  // a measurement of the baseline configuration
 	RoleIncumbent = "incumbent" // a warm start's re-measurement of the incumbent
+	RoleReference = "reference" // the baseline measured on one node, to compare the nodes of parallel trials
 )
 
 // Param is one parameter's value in a configuration, by TF Serving name.
@@ -260,6 +261,9 @@ type Trial struct {
 	Config []Param    `json:"config"`
 	State  TrialState `json:"state"`
 	Reason string     `json:"reason,omitempty"`
+	// Node is the machine the trial's server ran on, when the runtime
+	// knows it (a Kubernetes node); parallel trials run on several.
+	Node string `json:"node,omitempty"`
 	// LogTail is the end of the server's log when the trial failed.
 	LogTail string  `json:"log_tail,omitempty"`
 	Phases  []Phase `json:"phases,omitempty"`

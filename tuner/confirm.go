@@ -123,7 +123,7 @@ func (t *Tuner) candidates(trials []store.Trial) []Candidate {
 // confirmStage re-measures the candidates and the baseline on fresh
 // restarts and picks the winner by its conservative estimate.
 func (t *Tuner) confirmStage(ctx context.Context, run *store.Run, trials []store.Trial) (*Confirmation, []store.Trial, error) {
-	cands := t.candidates(trials)
+	cands := t.candidates(onFirstNode(trials))
 	if len(cands) == 0 {
 		return &Confirmation{Note: "no search trial met the SLO; nothing to confirm"}, trials, nil
 	}

@@ -126,7 +126,7 @@ func (s *fakeServer) ended() bool {
 // fakeProber answers with a result computed from the running launch's
 // batching.config. It finds the launch through the runtime by endpoint.
 type fakeProber struct {
-	rt *fakeRuntime
+	rt interface{ launches() []runtime.Config }
 	// surface gives QPS and P99 for a batching config; nil means a fixed one.
 	surface func(b configs.Batching) (qps float64, p99 time.Duration)
 	// hook, when set, runs in the measuring phase with the trial's context;
@@ -134,6 +134,9 @@ type fakeProber struct {
 	hook func(ctx context.Context, n int) error
 	// notReady makes readiness fail for a launch.
 	notReady func(b configs.Batching) bool
+	// scale, when set, multiplies the throughput measured at an endpoint
+	// (a slower node).
+	scale func(ep runtime.Endpoints) float64
 
 	mu    sync.Mutex
 	calls int
@@ -171,6 +174,9 @@ func (p *fakeProber) Trial(ctx context.Context, ep runtime.Endpoints, phase func
 	qps, p99 := 100.0, 10*time.Millisecond
 	if p.surface != nil {
 		qps, p99 = p.surface(b)
+	}
+	if p.scale != nil {
+		qps *= p.scale(ep)
 	}
 	return &probe.Result{
 		Valid: true, StopReason: probe.StopStable, QPS: qps, OK: int64(qps * 5), Requests: int64(qps * 5),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
+	"github.com/batchtune/batchtune/tuner/runtime"
 )
 
 // RunOptions vary one run of a study.
@@ -121,7 +122,7 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 		return nil, err
 	}
 
-	t.drain, t.verify = ro.Drain, ro.Verify
+	t.drain, t.verify, t.pin = ro.Drain, ro.Verify, ""
 	var inc *store.Recommendation
 	if ro.WarmStart {
 		if inc, err = t.incumbentOf(ctx); err != nil {
@@ -188,6 +189,10 @@ func (t *Tuner) Run(ctx context.Context, ro RunOptions) (rep *Report, err error)
 	trials, rep.StopReason, err = t.searchStage(ctx, run, trials, budget, prior)
 	if err != nil {
 		return t.endWithError(ctx, rep, err, finish)
+	}
+	// Parallel trials on several nodes: what follows compares on one.
+	if t.pin = pinNode(trials); t.pin != "" {
+		t.log.Info("confirming on one node", "node", t.pin, "search nodes", searchNodes(trials))
 	}
 	if inc != nil {
 		return t.finishWarm(ctx, run, trials, inc, rep, &rec, finish)
@@ -348,14 +353,21 @@ func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.
 			return trials, "", ErrInterrupted
 		}
 
-		var tr store.Trial
-		if len(redo) > 0 {
-			tr = store.Trial{Study: s.Name, Run: run.ID, Role: store.RoleSearch, Config: redo[0].Config,
-				Expected: redo[0].Expected, Why: "redo interrupted trial " + fmt.Sprint(redo[0].Seq), State: store.TrialSuggested}
+		// A round: up to search.parallelism trials (one at a time when it
+		// is 1), interrupted ones first, then the strategy's suggestions.
+		want := t.par
+		if budget > 0 {
+			want = min(want, budget-n)
+		}
+		var round []store.Trial
+		for len(redo) > 0 && len(round) < want {
+			round = append(round, store.Trial{Study: s.Name, Run: run.ID, Role: store.RoleSearch, Config: redo[0].Config,
+				Expected: redo[0].Expected, Why: "redo interrupted trial " + fmt.Sprint(redo[0].Seq), State: store.TrialSuggested})
 			redo = redo[1:]
-		} else {
+		}
+		if len(round) < want {
 			sugg, err := t.strategy.Suggest(ctx, search.Request{
-				Space: t.space, Objective: t.objective, History: history(append(slices.Clip(prior), hist...)), N: 1, Seed: uint64(s.Search.Seed),
+				Space: t.space, Objective: t.objective, History: history(append(slices.Clip(prior), onFirstNode(hist)...)), N: want - len(round), Seed: uint64(s.Search.Seed),
 			})
 			if err != nil {
 				if ctx.Err() != nil {
@@ -363,42 +375,66 @@ func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.
 				}
 				return trials, "", fmt.Errorf("suggest: %w", err)
 			}
-			if len(sugg) == 0 {
+			if len(sugg) == 0 && len(round) == 0 {
 				return trials, "space exhausted: every runnable configuration has been tried", nil
 			}
-			tr = store.Trial{Study: s.Name, Run: run.ID, Role: store.RoleSearch, Config: params(sugg[0].Config),
-				Expected: sugg[0].Expected, Why: sugg[0].Reason, State: store.TrialSuggested}
+			for _, sg := range sugg {
+				round = append(round, store.Trial{Study: s.Name, Run: run.ID, Role: store.RoleSearch, Config: params(sg.Config),
+					Expected: sg.Expected, Why: sg.Reason, State: store.TrialSuggested})
+			}
 		}
-		st := stage{name: StageSearch, index: n + 1, total: budget, best: t.bestFeasible(hist)}
-		cfg := configOf(tr.Config)
-		if vs := t.space.Check(cfg); len(vs) > 0 {
-			tr.State = store.TrialRejected
-			tr.Reason = vs.Err().Error()
-			if err := t.put(ctx, &tr, st, true); err != nil {
+		var (
+			runs     []*store.Trial
+			launches []runtime.Config
+			sts      []stage
+		)
+		best := t.bestFeasible(onFirstNode(hist))
+		for i := range round {
+			tr := &round[i]
+			st := stage{name: StageSearch, index: n + len(runs) + 1, total: budget, best: best}
+			cfg := configOf(tr.Config)
+			if vs := t.space.Check(cfg); len(vs) > 0 {
+				tr.State = store.TrialRejected
+				tr.Reason = vs.Err().Error()
+				if err := t.put(ctx, tr, st, true); err != nil {
+					return trials, "", err
+				}
+				trials = append(trials, *tr)
+				if rejections++; rejections >= maxRejections {
+					return trials, "", fmt.Errorf("%w (%d in a row; last: %s)", ErrTooManyRejections, rejections, tr.Reason)
+				}
+				continue
+			}
+			rejections = 0
+			if err := t.put(ctx, tr, st, true); err != nil {
 				return trials, "", err
 			}
-			trials = append(trials, tr)
-			if rejections++; rejections >= maxRejections {
-				return trials, "", fmt.Errorf("%w (%d in a row; last: %s)", ErrTooManyRejections, rejections, tr.Reason)
-			}
+			runs, launches, sts = append(runs, tr), append(launches, t.launch(cfg)), append(sts, st)
+		}
+		if len(runs) == 0 {
 			continue
 		}
-		rejections = 0
-		if err := t.put(ctx, &tr, st, true); err != nil {
-			return trials, "", err
+		err := t.runRound(ctx, runs, launches, sts)
+		for _, tr := range runs {
+			trials = append(trials, *tr)
 		}
-		err := t.runTrial(ctx, &tr, t.launch(cfg), st)
-		trials = append(trials, tr)
 		if err != nil {
 			return trials, "", err
 		}
-		if tr.State == store.TrialFailed {
-			failures++
-			if max := s.Search.MaxFailures; max > 0 && failures >= max {
-				return trials, "", fmt.Errorf("%w: %d in a row; last: %s", ErrTooManyFailures, failures, tr.Reason)
+		for _, tr := range runs {
+			if tr.State == store.TrialFailed {
+				failures++
+				if max := s.Search.MaxFailures; max > 0 && failures >= max {
+					return trials, "", fmt.Errorf("%w: %d in a row; last: %s", ErrTooManyFailures, failures, tr.Reason)
+				}
+			} else {
+				failures = 0
 			}
-		} else {
-			failures = 0
+		}
+		if t.par > 1 {
+			if trials, err = t.measureReferences(ctx, run, trials); err != nil {
+				return trials, "", err
+			}
 		}
 	}
 }

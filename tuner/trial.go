@@ -28,6 +28,10 @@ type stage struct {
 
 // put stores tr and reports it.
 func (t *Tuner) put(ctx context.Context, tr *store.Trial, st stage, add bool) error {
+	// Parallel trials store from several goroutines: one at a time, so
+	// that observers see every change in the order it was stored.
+	t.putMu.Lock()
+	defer t.putMu.Unlock()
 	var err error
 	// A state change must reach the store even when the run's context is
 	// being cancelled: that is how an interrupted trial is recorded.
@@ -58,13 +62,34 @@ func (t *Tuner) transition(ctx context.Context, tr *store.Trial, s store.TrialSt
 // interrupted), or the runtime cannot start any server (a fixed port taken
 // by another process); a failed trial is a result, not an error.
 func (t *Tuner) runTrial(ctx context.Context, tr *store.Trial, launch runtime.Config, st stage) error {
+	return t.runTrialIn(ctx, 0, tr, launch, st)
+}
+
+// runTrialIn is runTrial in one of the runtime's parallel slots. The
+// server runs on the run's pinned node, if any, unless launch names one.
+func (t *Tuner) runTrialIn(ctx context.Context, slot int, tr *store.Trial, launch runtime.Config, st stage) error {
+	if launch.Node == "" {
+		launch.Node = t.pin
+	}
 	if err := t.transition(ctx, tr, store.TrialStarting, st); err != nil {
 		return err
 	}
 	log := t.log.With("run", tr.Run, "trial", tr.Seq, "role", tr.Role)
+	if t.par > 1 {
+		log = log.With("slot", slot)
+	}
 	log.Info("trial started", "config", configOf(tr.Config).String())
 
-	srv, err := t.rt.Start(ctx, launch)
+	srv, err := t.start(ctx, slot, launch)
+	if p, ok := srv.(runtime.Placed); err == nil && ok && p.Node() != "" {
+		// Stored at once: a batchtune killed before the next phase
+		// still leaves where the trial ran.
+		tr.Node = p.Node()
+		if perr := t.put(ctx, tr, st, false); perr != nil {
+			srv.Stop(context.WithoutCancel(ctx))
+			return perr
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return t.interrupt(ctx, tr, st)

@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
@@ -90,6 +91,9 @@ type Tuner struct {
 	drain     <-chan struct{} // the current run's RunOptions.Drain
 	verify    Verifier        // the current run's RunOptions.Verify
 	host      hostReading     // the machine, read at the current run's start
+	par       int             // search trials at once (search.parallelism)
+	pin       string          // the node confirmation runs on (parallel.go); "" anywhere
+	putMu     sync.Mutex      // one trial stored (and observed) at a time
 }
 
 // reference is a configuration that is not (necessarily) a point of the
@@ -169,6 +173,10 @@ func New(s *configs.Study, db *store.DB, rt runtime.Runtime, p Prober, o *Option
 	}
 	if t.host.read == nil {
 		t.host.read = probe.ReadHost
+	}
+	t.par = max(s.Search.Parallelism, 1)
+	if _, ok := rt.(runtime.Concurrent); t.par > 1 && !ok {
+		return nil, fmt.Errorf("search.parallelism: %d: the %s runtime runs one trial at a time (parallel trials need a runtime that gives each its own node or device: kubernetes)", t.par, s.Target.Runtime)
 	}
 	var err error
 	if t.space, err = search.NewSpace(s.Space, Rules(s, opts.Cores, opts.GPUs)); err != nil {

@@ -31,6 +31,25 @@ type Runtime interface {
 	Restore(ctx context.Context) error
 }
 
+// Concurrent is a Runtime that runs several trial servers at once, each in
+// a slot of its own, for a study's search.parallelism above 1: a trial pod
+// per node, or per device the scheduler hands out. Runtimes whose trials
+// would share one host's cores do not implement it (side-by-side trials
+// there would measure each other).
+type Concurrent interface {
+	Runtime
+	// StartSlot is Start for one slot (0 is the slot Start uses): it stops
+	// that slot's previous server only. Calls for different slots may run
+	// at the same time.
+	StartSlot(ctx context.Context, slot int, cfg Config) (Server, error)
+}
+
+// Placed is a Server that knows which machine it runs on.
+type Placed interface {
+	// Node names the machine (a Kubernetes node); "" when not known.
+	Node() string
+}
+
 // Server is one started TF Serving. Its methods are safe for concurrent use.
 type Server interface {
 	// Endpoints says where to reach it. Fixed for the server's life.
@@ -83,6 +102,9 @@ type Config struct {
 	// --name (e.g. --grpc_max_threads=8). Flags the runtime sets itself are
 	// refused with ErrReservedFlag.
 	Flags []string
+	// Node, when set, is the machine the server must run on: a name a
+	// Placed server reported. Runtimes with one machine ignore it.
+	Node string
 }
 
 // Reserved are the flags every trial's command line gets from Config.Args

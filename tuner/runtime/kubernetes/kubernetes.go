@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,12 @@ const (
 	AnnotationOwner = "batchtune.io/owner" // pid@host, or pod/namespace/name/uid, of the batchtune that made it
 	AnnotationStudy = "batchtune.io/study" // the study's name as given
 	RoleTrial       = "trial"
+)
+
+// Values of Options.Spread.
+const (
+	SpreadNode = "node"
+	SpreadNone = "none"
 )
 
 // ConfigDir is where the trial's ConfigMap is mounted in the TF Serving
@@ -101,6 +108,12 @@ type Options struct {
 	GRPCPort int
 	RESTPort int
 
+	// Spread says how parallel trial pods of one run are kept apart:
+	// SpreadNode (the default) never puts two on one node (a required pod
+	// anti-affinity); SpreadNone lets the scheduler place them by their
+	// resource requests (each its own GPU, say).
+	Spread string
+
 	// PendingTimeout bounds how long a trial's container may take to start
 	// (scheduling, image, volumes); default 5m.
 	PendingTimeout time.Duration
@@ -130,19 +143,19 @@ type Runtime struct {
 	restPort  int
 	dir       string
 	log       *slog.Logger
-	owner     string // pid@host, or pod/namespace/name/uid in a pod
-	run       string // this runtime's batchtune.io/run value
-	studyVal  string // the study as a label value
-	namePart  string // the study as part of an object name
-	routeOnce bool   // pod IPs were seen to route
+	owner     string      // pid@host, or pod/namespace/name/uid in a pod
+	run       string      // this runtime's batchtune.io/run value
+	studyVal  string      // the study as a label value
+	namePart  string      // the study as part of an object name
+	routeOnce atomic.Bool // pod IPs were seen to route
 
 	mu   sync.Mutex
 	lock *statedir.Lock
-	cur  *server
+	cur  map[int]*server // each slot's running trial pod
 	seq  int
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var _ runtime.Concurrent = (*Runtime)(nil)
 
 // New checks opts, fills in the defaults and makes the client. It makes no
 // API call: Recover, called next, is the first.
@@ -183,7 +196,14 @@ func New(opts Options) (*Runtime, error) {
 			opts.StateDir = abs
 		}
 	}
-	r := &Runtime{}
+	switch opts.Spread {
+	case "":
+		opts.Spread = SpreadNode
+	case SpreadNode, SpreadNone:
+	default:
+		errs = append(errs, fmt.Sprintf("spread: want %q or %q, got %q", SpreadNode, SpreadNone, opts.Spread))
+	}
+	r := &Runtime{cur: map[int]*server{}}
 	if len(errs) == 0 {
 		tmpl, ctr, err := trialTemplate(opts)
 		if err != nil {
@@ -365,11 +385,11 @@ func (r *Runtime) Restore(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var errs []error
-	if r.cur != nil {
-		if err := r.cur.Stop(ctx); err != nil {
+	for slot, s := range r.cur {
+		if err := s.Stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		r.cur = nil
+		delete(r.cur, slot)
 	}
 	if r.lock != nil {
 		if err := r.sweep(ctx, true); err != nil {

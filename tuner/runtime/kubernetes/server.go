@@ -44,7 +44,10 @@ type server struct {
 	removed  bool // under stopMu
 }
 
-var _ runtime.Server = (*server)(nil)
+var (
+	_ runtime.Server = (*server)(nil)
+	_ runtime.Placed = (*server)(nil)
+)
 
 func newServer(r *Runtime, name string, uid types.UID) *server {
 	s := &server{rt: r, name: name, uid: uid, l: latch.New()}
@@ -59,7 +62,14 @@ func (s *server) Endpoints() runtime.Endpoints {
 	return s.ep
 }
 func (s *server) Done() <-chan struct{} { return s.l.Done() }
-func (s *server) Exit() runtime.Exit    { return s.l.Exit() }
+
+// Node is the node the pod was scheduled to (runtime.Placed).
+func (s *server) Node() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
+}
+func (s *server) Exit() runtime.Exit { return s.l.Exit() }
 
 // PodName returns the pod of a server this package started, and its node,
 // for diagnostics and for tests that act on it from outside.

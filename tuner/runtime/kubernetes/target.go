@@ -29,6 +29,7 @@ func init() {
 //	kubernetes.template, .image         the trial pod
 //	kubernetes.container                the TF Serving container in it
 //	kubernetes.args, target.flags       server args, the study's flags after
+//	kubernetes.spread                   parallel trial pods one per node, or not
 //	kubernetes.pending_timeout          how long a pod may take to start
 func TargetOptions(t configs.Target, o runtime.Options) (Options, error) {
 	k := t.Kubernetes
@@ -50,6 +51,7 @@ func TargetOptions(t configs.Target, o runtime.Options) (Options, error) {
 		Args:           slices.Concat(k.Args, t.Flags),
 		GRPCPort:       t.Ports.GRPC,
 		RESTPort:       t.Ports.REST,
+		Spread:         k.Spread,
 		PendingTimeout: k.PendingTimeout.D(),
 		StopGrace:      o.StopGrace,
 		Logger:         o.Logger,

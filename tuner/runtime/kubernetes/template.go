@@ -176,6 +176,7 @@ func (r *Runtime) objects(name string, cfg runtime.Config) (*corev1.ConfigMap, *
 		Name:         configVolume,
 		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}},
 	})
+	r.place(&pod.Spec, cfg.Node)
 	c := &pod.Spec.Containers[r.ctr]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: configVolume, MountPath: ConfigDir, ReadOnly: true})
 	o := r.opts
@@ -189,6 +190,51 @@ func (r *Runtime) objects(name string, cfg runtime.Config) (*corev1.ConfigMap, *
 	args = append(args, cfg.Args(ConfigDir+"/"+runtime.BatchingFile, ConfigDir+"/"+runtime.MonitoringFile)...)
 	c.Args = args
 	return cm, pod
+}
+
+// HostnameKey is the node label that spreads trial pods one per node.
+const HostnameKey = "kubernetes.io/hostname"
+
+// place adds to the template's own placement rules: with SpreadNode a
+// required anti-affinity to the run's other trial pods (no two on a node),
+// and with a node, a required node affinity to it, ANDed into each of the
+// template's own node selector terms (terms are ORed, so adding a term of
+// its own would widen them instead).
+func (r *Runtime) place(spec *corev1.PodSpec, node string) {
+	if r.opts.Spread == SpreadNode {
+		if spec.Affinity == nil {
+			spec.Affinity = &corev1.Affinity{}
+		}
+		if spec.Affinity.PodAntiAffinity == nil {
+			spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
+		}
+		aa := spec.Affinity.PodAntiAffinity
+		aa.RequiredDuringSchedulingIgnoredDuringExecution = append(aa.RequiredDuringSchedulingIgnoredDuringExecution, corev1.PodAffinityTerm{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelStudy: r.studyVal, LabelRun: r.run, LabelRole: RoleTrial}},
+			TopologyKey:   HostnameKey,
+		})
+	}
+	if node == "" {
+		return
+	}
+	on := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	}
+	req := na.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(req.NodeSelectorTerms) == 0 {
+		req.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
+	}
+	for i := range req.NodeSelectorTerms {
+		req.NodeSelectorTerms[i].MatchFields = append(req.NodeSelectorTerms[i].MatchFields, on)
+	}
 }
 
 func setEnv(c *corev1.Container, name, value string) {

@@ -39,28 +39,41 @@ var fatalWaiting = map[string]bool{
 // runs, or has already ended (then the Server's Exit says how); it fails
 // with Kubernetes' reason when the pod cannot start within PendingTimeout
 // (unschedulable, an image that cannot be had, a container that cannot be
-// created) or the API refuses it (RBAC).
+// created) or the API refuses it (RBAC). It is StartSlot for slot 0.
 func (r *Runtime) Start(ctx context.Context, cfg runtime.Config) (runtime.Server, error) {
+	return r.StartSlot(ctx, 0, cfg)
+}
+
+// StartSlot is Start for one of the study's parallel slots: it stops that
+// slot's previous pod only, and may run while other slots start theirs.
+// With Spread "node" the run's trial pods never share a node; cfg.Node
+// pins the pod to one node.
+func (r *Runtime) StartSlot(ctx context.Context, slot int, cfg runtime.Config) (runtime.Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kubernetes: config: %w", err)
 	}
+	if slot < 0 {
+		return nil, fmt.Errorf("kubernetes: slot %d: must not be negative", slot)
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.lock == nil {
+		r.mu.Unlock()
 		return nil, runtime.ErrNotRecovered
 	}
-	if r.cur != nil {
-		err := r.cur.Stop(ctx)
-		r.cur = nil
-		if err != nil {
+	prev := r.cur[slot]
+	delete(r.cur, slot)
+	r.seq++
+	seq := r.seq
+	r.mu.Unlock()
+	if prev != nil {
+		if err := prev.Stop(ctx); err != nil {
 			return nil, fmt.Errorf("kubernetes: stopping the previous trial: %w", err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kubernetes: start: %w", err)
 	}
-	r.seq++
-	name := fmt.Sprintf("batchtune-%s-%d-%s", r.namePart, r.seq, randHex(3))
+	name := fmt.Sprintf("batchtune-%s-%d-%s", r.namePart, seq, randHex(3))
 	cm, pod := r.objects(name, cfg)
 
 	cctx, cancel := r.call(ctx)
@@ -86,8 +99,15 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.Config) (runtime.Server
 			return nil, err
 		}
 	}
-	r.cur = s
-	r.log.Info("trial pod started", "pod", name, "node", p.Spec.NodeName, "ip", p.Status.PodIP,
+	r.mu.Lock()
+	if r.lock == nil { // restored while this pod started
+		r.mu.Unlock()
+		s.discard(ctx)
+		return nil, runtime.ErrNotRecovered
+	}
+	r.cur[slot] = s
+	r.mu.Unlock()
+	r.log.Info("trial pod started", "pod", name, "slot", slot, "node", p.Spec.NodeName, "ip", p.Status.PodIP,
 		"took", time.Since(began).Round(time.Millisecond))
 	return s, nil
 }
@@ -110,7 +130,7 @@ func (r *Runtime) discard(ctx context.Context, name string, pod bool) {
 // pod that is accepted or refused proves the route; one that times out or
 // finds no route does not. Checked once per runtime.
 func (r *Runtime) checkRoute(ctx context.Context, ip string) error {
-	if r.routeOnce {
+	if r.routeOnce.Load() {
 		return nil
 	}
 	if ip == "" {
@@ -121,7 +141,7 @@ func (r *Runtime) checkRoute(ctx context.Context, ip string) error {
 		return fmt.Errorf("%w: %s: %v; run batchtune inside the cluster, or on a host where pod IPs route "+
 			"(measuring through a port-forward is not supported: it would add its own latency to every request)", ErrUnroutable, addr, err)
 	}
-	r.routeOnce = true
+	r.routeOnce.Store(true)
 	return nil
 }
 

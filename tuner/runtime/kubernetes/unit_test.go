@@ -269,3 +269,60 @@ func TestRecoverJudgesPodOwnersThroughTheAPI(t *testing.T) {
 	}
 	r.Restore(ctx)
 }
+
+// TestTrialPodPlacement: spread node keeps the run's trial pods on
+// different nodes (a required anti-affinity to the run's own trial pods,
+// by hostname), spread none adds nothing, and a pinned node is ANDed into
+// every one of the template's own node selector terms.
+func TestTrialPodPlacement(t *testing.T) {
+	tmpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{
+				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"a100"}}}},
+				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"h100"}}}},
+			}}}},
+		Containers: []corev1.Container{{Name: "tfserving", Image: "tfs"}},
+	}}
+	r, err := New(Options{Client: fake.NewClientset(), Template: tmpl, Study: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pod := r.objects("p1", runtime.Config{})
+	aa := pod.Spec.Affinity.PodAntiAffinity
+	if aa == nil || len(aa.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Fatalf("spread node (the default): anti-affinity %+v, want one required term", aa)
+	}
+	term := aa.RequiredDuringSchedulingIgnoredDuringExecution[0]
+	if term.TopologyKey != HostnameKey || term.LabelSelector.MatchLabels[LabelRun] != r.run || term.LabelSelector.MatchLabels[LabelRole] != RoleTrial {
+		t.Errorf("anti-affinity term %+v, want the run's trial pods by hostname", term)
+	}
+	terms := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 2 || len(terms[0].MatchFields) != 0 {
+		t.Errorf("no node pinned: the template's node terms changed: %+v", terms)
+	}
+	if len(tmpl.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields) != 0 {
+		t.Error("objects changed the template itself")
+	}
+
+	_, pod = r.objects("p2", runtime.Config{Node: "node-7"})
+	terms = pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 2 {
+		t.Fatalf("pinned: %d node selector terms, want the template's 2 (a third would widen them)", len(terms))
+	}
+	for i, nt := range terms {
+		if len(nt.MatchExpressions) != 1 || len(nt.MatchFields) != 1 || nt.MatchFields[0].Key != "metadata.name" || nt.MatchFields[0].Values[0] != "node-7" {
+			t.Errorf("term %d: %+v, want the template's expression AND metadata.name in [node-7]", i, nt)
+		}
+	}
+
+	r2, err := New(Options{Client: fake.NewClientset(), Image: "tfs", Study: "s", Spread: SpreadNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, pod := r2.objects("p3", runtime.Config{}); pod.Spec.Affinity != nil {
+		t.Errorf("spread none, no node: affinity %+v, want none", pod.Spec.Affinity)
+	}
+	if _, err := New(Options{Client: fake.NewClientset(), Image: "tfs", Spread: "zone"}); err == nil || !strings.Contains(err.Error(), "spread") {
+		t.Errorf("spread zone: got %v, want refused naming spread", err)
+	}
+}
