@@ -2,6 +2,7 @@ package kubernetes_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -117,25 +118,37 @@ func deref(p *float64) any {
 	return *p
 }
 
-// TestE2EKilledBatchtuneLeavesNothingAfterResume kills batchtune with
-// SIGKILL while a trial pod runs: the pod stays (nothing could remove it),
-// and the next batchtune on the study collects it before anything else.
-func TestE2EKilledBatchtuneLeavesNothingAfterResume(t *testing.T) {
+// TestE2EParallelStudyKilledAndResumed runs a study with parallelism 2
+// through the batchtune binary, kills it with SIGKILL while two trial pods
+// run (nothing can remove them then), and runs it again: the resumed run
+// collects the pods first, redoes the interrupted trials, finishes with a
+// recommendation, and leaves nothing in the cluster. The test cluster has
+// one node, so the pods share it (spread: none); the trials must have run
+// side by side, each with its node recorded.
+func TestE2EParallelStudyKilledAndResumed(t *testing.T) {
 	cli, _ := cluster(t)
 	bin := emulatortest.Binaries(t, "batchtune")
-	name := "e2e-k8s-kill-" + fmt.Sprint(time.Now().UnixNano()%1e6)
-	s, doc := clusterStudy(t, name, `  max_batch_size: {values: [4, 32]}
+	name := "e2e-k8s-par-" + fmt.Sprint(time.Now().UnixNano()%1e6)
+	si := testenv.StandIn(t, testenv.RepoRoot(t))
+	doc := kubetest.StandInStudy(kubetest.Study{
+		Name: name, Image: si.Image, Kubeconfig: os.Getenv(EnvKubeconfig), Namespace: testNamespace,
+		Spread: k8s.SpreadNone, Duration: "5s",
+		Rest: `space:
+  max_batch_size: {values: [4, 8, 16, 32]}
   batch_timeout_micros: {values: [1000]}
   num_batch_threads: {values: [2]}
-  max_enqueued_batches: {values: [16]}`, "search: {strategy: grid, trials: 2}\nconfirmation: {top_k: 1, repeats: 2, max_repeats: 2}", "30s")
+  max_enqueued_batches: {values: [16]}
+search: {strategy: grid, trials: 4, parallelism: 2}
+confirmation: {top_k: 1, repeats: 2, max_repeats: 2}
+`,
+	})
 	dir := t.TempDir()
 	studyFile := filepath.Join(dir, "study.yaml")
-	if err := os.WriteFile(studyFile, doc, 0o644); err != nil {
+	if err := os.WriteFile(studyFile, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stateDir := filepath.Join(dir, "state")
-	cmd := exec.Command(filepath.Join(bin, "batchtune"), "tune", "--config", studyFile,
-		"--db", filepath.Join(dir, "batchtune.db"), "--state-dir", stateDir)
+	args := []string{"tune", "--config", studyFile, "--db", filepath.Join(dir, "batchtune.db"), "--state-dir", filepath.Join(dir, "state"), "--json"}
+	cmd := exec.Command(filepath.Join(bin, "batchtune"), args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -148,40 +161,84 @@ func TestE2EKilledBatchtuneLeavesNothingAfterResume(t *testing.T) {
 			cmd.Wait()
 		}
 	}()
-	// Wait for a trial pod that runs.
-	deadline := time.Now().Add(90 * time.Second)
+	// Wait for two trial pods running at once.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		pods := studyPods(t, cli, name)
-		if strings.Contains(strings.Join(pods, "\n"), " Running") {
+		if strings.Count(strings.Join(pods, "\n"), " Running") >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no trial pod running within 90s (pods %q); batchtune said:\n%s", pods, out.String())
+			t.Fatalf("no two trial pods running at once within 2m (pods %q); batchtune said:\n%s", pods, out.String())
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	cmd.Process.Kill() // SIGKILL: no cleanup can run
 	cmd.Wait()
 	killed = true
 	left := studyPods(t, cli, name)
-	if len(left) == 0 {
-		t.Fatal("nothing left after kill -9: this test cannot tell a collection from nothing")
+	if len(left) < 2 {
+		t.Fatalf("left after kill -9: %q, want both trial pods: this test cannot tell a collection from nothing", left)
 	}
 	t.Logf("left by the killed batchtune: %q", left)
 
-	// The resumed batchtune's runtime: Recover collects them first.
-	rt, err := runtime.New(s.Target, runtime.Options{Study: s.Name, StateDir: stateDir})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	resumed := exec.CommandContext(ctx, filepath.Join(bin, "batchtune"), args...)
+	var stderr strings.Builder
+	resumed.Stderr = &stderr
+	stdout, err := resumed.Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("resumed run: %v\n%s", err, stderr.String())
 	}
-	ctx := context.Background()
-	if err := rt.Recover(ctx); err != nil {
-		t.Fatalf("Recover after kill -9: %v", err)
+	var rep tuner.Report
+	if err := json.Unmarshal(stdout, &rep); err != nil {
+		t.Fatalf("resumed run's report: %v\n%s", err, stdout)
+	}
+	if !rep.Resumed || rep.Run.State != store.RunFinished || rep.Recommendation == nil {
+		t.Errorf("resumed %v, run %s (%s), recommendation %v: want a resumed run that finished with one", rep.Resumed, rep.Run.State, rep.Run.Detail, rep.Recommendation != nil)
+	}
+	var search []store.Trial
+	interrupted := 0
+	for _, tr := range rep.Trials {
+		t.Logf("trial %d %s on %q: %s objective %v %s", tr.Seq, tr.Role, tr.Node, tr.State, deref(tr.Objective), tr.Reason)
+		if tr.Role != store.RoleSearch {
+			continue
+		}
+		if tr.State == store.TrialInterrupted {
+			interrupted++
+			continue
+		}
+		search = append(search, tr)
+		if tr.Node == "" {
+			t.Errorf("trial %d: no node recorded", tr.Seq)
+		}
+	}
+	if interrupted < 2 {
+		t.Errorf("%d search trials recorded as interrupted, want the killed round's 2", interrupted)
+	}
+	if !overlapping(search) {
+		t.Error("no two search trials ran at the same time: parallelism 2 ran them one after another")
 	}
 	if left := studyPods(t, cli, name); len(left) > 0 {
-		t.Errorf("left after the resumed batchtune's Recover: %q", left)
+		t.Errorf("left in the cluster after the resumed run: %q", left)
 	}
-	if err := rt.Restore(ctx); err != nil {
-		t.Error(err)
+}
+
+// overlapping reports whether two of trs were running at the same time
+// (from their first to their last recorded phase).
+func overlapping(trs []store.Trial) bool {
+	for i, a := range trs {
+		for _, b := range trs[i+1:] {
+			if len(a.Phases) < 2 || len(b.Phases) < 2 {
+				continue
+			}
+			as, ae := a.Phases[0].At, a.Phases[len(a.Phases)-1].At
+			bs, be := b.Phases[0].At, b.Phases[len(b.Phases)-1].At
+			if as.Before(be) && bs.Before(ae) {
+				return true
+			}
+		}
 	}
+	return false
 }

@@ -74,6 +74,8 @@ type Study struct {
 	// Kubeconfig and Namespace go into target.kubernetes when set; empty,
 	// batchtune uses its in-cluster configuration and its own namespace.
 	Kubeconfig, Namespace string
+	// Spread is target.kubernetes.spread when set.
+	Spread string
 	// Duration is each trial's measuring time (min and max); default 2s.
 	Duration string
 	// Rest is the sections after slo and objective: space, search and any
@@ -91,6 +93,9 @@ func StandInStudy(s Study) string {
 	}
 	if s.Namespace != "" {
 		where += "    namespace: " + s.Namespace + "\n"
+	}
+	if s.Spread != "" {
+		where += "    spread: " + s.Spread + "\n"
 	}
 	dur := s.Duration
 	if dur == "" {
