@@ -181,6 +181,19 @@ confirmation: {top_k: 1, repeats: 2, max_repeats: 2}
 		t.Fatalf("left after kill -9: %q, want both trial pods: this test cannot tell a collection from nothing", left)
 	}
 	t.Logf("left by the killed batchtune: %q", left)
+	// batchtune cleanup sees them as orphans (a dry run: the resume below
+	// is what must collect them).
+	dry, err := exec.Command(filepath.Join(bin, "batchtune"), "cleanup", "--kubernetes", "--dry-run",
+		"--kubeconfig", os.Getenv(EnvKubeconfig), "--namespace", testNamespace).CombinedOutput()
+	if err != nil {
+		t.Fatalf("batchtune cleanup --kubernetes --dry-run: %v\n%s", err, dry)
+	}
+	for _, l := range left {
+		obj, _, _ := strings.Cut(strings.TrimPrefix(l, "configmap "), " ")
+		if !strings.Contains(string(dry), "/"+obj+" (study "+name) {
+			t.Errorf("cleanup --dry-run does not list %s of study %s:\n%s", obj, name, dry)
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

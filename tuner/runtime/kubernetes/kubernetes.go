@@ -242,29 +242,18 @@ func New(opts Options) (*Runtime, error) {
 	if ns == "" {
 		ns = r.tmpl.Namespace
 	}
-	if r.cli == nil || ns == "" {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = opts.Kubeconfig
-		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: opts.Context})
-		if r.cli == nil {
-			rc, err := cc.ClientConfig()
-			if err != nil {
-				return nil, fmt.Errorf("kubernetes: kubeconfig: %w", err)
-			}
-			cli, err := kubernetes.NewForConfig(rc)
-			if err != nil {
-				return nil, fmt.Errorf("kubernetes: client: %w", err)
-			}
-			r.cli = cli
+	switch {
+	case r.cli == nil:
+		cli, cns, err := Client(opts.Kubeconfig, opts.Context)
+		if err != nil {
+			return nil, err
 		}
+		r.cli = cli
 		if ns == "" {
-			if n, _, err := cc.Namespace(); err == nil {
-				ns = n
-			}
+			ns = cns
 		}
-	}
-	if ns == "" {
-		ns = metav1.NamespaceDefault
+	case ns == "":
+		_, ns = clientConfig(opts.Kubeconfig, opts.Context)
 	}
 	r.ns = ns
 	r.tmpl.Namespace = ns
@@ -282,6 +271,36 @@ func New(opts Options) (*Runtime, error) {
 	r.studyVal = labelValue(opts.Study)
 	r.namePart = namePart(opts.Study)
 	return r, nil
+}
+
+// Client makes a client from a kubeconfig file (empty: $KUBECONFIG,
+// ~/.kube/config, or the in-cluster configuration) and context (empty: the
+// current one), and returns the context's namespace ("default" when it
+// names none).
+func Client(kubeconfig, kcontext string) (kubernetes.Interface, string, error) {
+	cc, ns := clientConfig(kubeconfig, kcontext)
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: kubeconfig: %w", err)
+	}
+	cli, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: client: %w", err)
+	}
+	return cli, ns, nil
+}
+
+// clientConfig loads the kubeconfig lazily and reads its context's
+// namespace ("default" when there is none, or no kubeconfig).
+func clientConfig(kubeconfig, kcontext string) (clientcmd.ClientConfig, string) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kcontext})
+	ns, _, err := cc.Namespace()
+	if err != nil || ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	return cc, ns
 }
 
 // Namespace is where the trial pods are made.
@@ -438,6 +457,12 @@ func (r *Runtime) deletePod(ctx context.Context, name string, grace time.Duratio
 // removed (the rule is package owner's); the text names a live owner and
 // what to do.
 func (r *Runtime) ownerGone(ctx context.Context, host string) func(label string) (bool, string) {
+	return ownerGone(ctx, r.cli, r.owner, host)
+}
+
+// ownerGone is Runtime.ownerGone for the batchtune self (its owner label)
+// on host, asking cli about pod owners.
+func ownerGone(ctx context.Context, cli kubernetes.Interface, self, host string) func(label string) (bool, string) {
 	type answer struct {
 		st  owner.PodState
 		err error
@@ -449,7 +474,7 @@ func (r *Runtime) ownerGone(ctx context.Context, host string) func(label string)
 			return a.st, a.err
 		}
 		var a answer
-		p, err := r.cli.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		p, err := cli.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -465,7 +490,7 @@ func (r *Runtime) ownerGone(ctx context.Context, host string) func(label string)
 	}
 	now := time.Now()
 	return func(label string) (bool, string) {
-		v := owner.CheckAny(label, r.owner, host, owner.PIDAlive, lookup, now)
+		v := owner.CheckAny(label, self, host, owner.PIDAlive, lookup, now)
 		switch {
 		case v.Gone:
 			return true, ""

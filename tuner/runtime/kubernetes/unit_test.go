@@ -326,3 +326,50 @@ func TestTrialPodPlacement(t *testing.T) {
 		t.Errorf("spread zone: got %v, want refused naming spread", err)
 	}
 }
+
+// TestOrphansAcrossStudies: cleanup's listing finds the trial objects of
+// every study whose batchtune is gone (a dead pid here; a batchtune pod
+// that no longer exists), removes them only when asked, and leaves a live
+// owner's and other namespaces' alone.
+func TestOrphansAcrossStudies(t *testing.T) {
+	host, _ := os.Hostname()
+	obj := func(ns, name, study, own string) (*corev1.Pod, *corev1.ConfigMap) {
+		meta := metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels:      map[string]string{LabelStudy: study, LabelRole: RoleTrial, LabelRun: "r"},
+			Annotations: map[string]string{AnnotationOwner: own, AnnotationStudy: study}}
+		return &corev1.Pod{ObjectMeta: meta, Status: corev1.PodStatus{Phase: corev1.PodRunning}}, &corev1.ConfigMap{ObjectMeta: meta}
+	}
+	deadP, deadC := obj("ml", "a-1", "a", "4194304@"+host)
+	goneP, goneC := obj("ml", "b-1", "b", owner.Pod{Namespace: "ml", Name: "batchtune-job-x", UID: "u1"}.Label())
+	liveP, liveC := obj("ml", "c-1", "c", "1@another-host")
+	elseP, elseC := obj("other", "d-1", "d", "4194304@"+host)
+	cli := fake.NewClientset(deadP, deadC, goneP, goneC, liveP, liveC, elseP, elseC)
+	ctx := context.Background()
+
+	got, err := Orphans(ctx, cli, "ml", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range got {
+		names = append(names, o.Kind+" "+o.Name+" "+o.Study)
+	}
+	want := []string{"pod a-1 a", "pod b-1 b", "configmap a-1 a", "configmap b-1 b"}
+	if !slices.Equal(names, want) {
+		t.Errorf("orphans %q, want %q", names, want)
+	}
+	if pods, _ := cli.CoreV1().Pods("ml").List(ctx, metav1.ListOptions{}); len(pods.Items) != 3 {
+		t.Errorf("a dry run removed pods: %d left of 3", len(pods.Items))
+	}
+	if _, err := Orphans(ctx, cli, "ml", true); err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := cli.CoreV1().Pods("ml").List(ctx, metav1.ListOptions{})
+	cms, _ := cli.CoreV1().ConfigMaps("ml").List(ctx, metav1.ListOptions{})
+	if len(pods.Items) != 1 || pods.Items[0].Name != "c-1" || len(cms.Items) != 1 || cms.Items[0].Name != "c-1" {
+		t.Errorf("after removal: pods %d, configmaps %d; want only the live owner's c-1 of each", len(pods.Items), len(cms.Items))
+	}
+	if _, err := cli.CoreV1().Pods("other").Get(ctx, "d-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("another namespace was touched: %v", err)
+	}
+}
