@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -88,7 +89,20 @@ func Throughput(s store.Summary, state store.TrialState) string {
 // the setup time per trial.
 func WriteTrialTable(w io.Writer, trials []store.Trial) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "trial\trole\tstate\tconfig\treq/s\tP99\terrors\tbatch\tsetup\tnote")
+	// The node column only when trials ran on named machines (parallel
+	// trials on a cluster).
+	nodes := slices.ContainsFunc(trials, func(tr store.Trial) bool { return tr.Node != "" })
+	node := func(tr store.Trial) string {
+		if !nodes {
+			return ""
+		}
+		return cmp.Or(tr.Node, "-") + "\t"
+	}
+	head := "trial\trole\tstate\tconfig\treq/s\tP99\terrors\tbatch\tsetup\tnote"
+	if nodes {
+		head = strings.Replace(head, "\tstate", "\tnode\tstate", 1)
+	}
+	fmt.Fprintln(tw, head)
 	for _, tr := range trials {
 		qps, p99, errs, batch := "-", "-", "-", "-"
 		if tr.Objective != nil {
@@ -105,7 +119,7 @@ func WriteTrialTable(w io.Writer, trials []store.Trial) {
 		if d, ok := SetupTime(tr); ok {
 			setup = d.Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, tr.Role, tr.State, CompactConfig(tr.Config), qps, p99, errs, batch, setup, Truncate(note, 70))
+		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tr.Seq, tr.Role, node(tr), tr.State, CompactConfig(tr.Config), qps, p99, errs, batch, setup, Truncate(note, 70))
 	}
 	tw.Flush()
 	var setups []time.Duration

@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +49,27 @@ func TestGainText(t *testing.T) {
 		if got := report.GainText(&tc.r); got != tc.want {
 			t.Errorf("%s: GainText = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestTrialTableShowsNodesOnlyWhenKnown: trials that ran on named nodes
+// (parallel trials on a cluster) get a node column; others do not.
+func TestTrialTableShowsNodesOnlyWhenKnown(t *testing.T) {
+	v := 100.0
+	trials := []store.Trial{
+		{Seq: 1, Role: store.RoleSearch, State: store.TrialSucceeded, Objective: &v, Summary: store.Summary{Throughput: v}},
+		{Seq: 2, Role: store.RoleSearch, State: store.TrialRejected},
+	}
+	var b strings.Builder
+	report.WriteTrialTable(&b, trials)
+	if strings.Contains(b.String(), "node") {
+		t.Errorf("a node column with no node known:\n%s", b.String())
+	}
+	trials[0].Node = "gpu-node-7"
+	b.Reset()
+	report.WriteTrialTable(&b, trials)
+	lines := strings.Split(b.String(), "\n")
+	if !strings.Contains(lines[0], "node") || !strings.Contains(lines[1], "gpu-node-7") || !strings.Contains(lines[2], " - ") {
+		t.Errorf("want a node column, the node on trial 1 and - on trial 2:\n%s", b.String())
 	}
 }
