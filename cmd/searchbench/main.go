@@ -69,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	horizon := fs.Int("horizon", 0, "most trials a run may take to reach the targets (0: 400, or the runnable count if smaller)")
 	batch := fs.Int("batch", 1, "suggestions per call (parallel trials)")
 	targets := fs.String("targets", "0.95,0.99", "fractions of the best feasible objective to report trials-to-reach for")
+	resolution := fs.Bool("resolution", false, "add a target per surface at 1 - one measurement's coefficient of variation among its best configurations (the finest a single trial resolves)")
 	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
 	asJSON := fs.Bool("json", false, "write the reports as JSON instead of tables")
 	verbose := fs.Bool("v", false, "log every finished run to stderr")
@@ -124,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		rep, err := replay.Bench(ctx, s, replay.BenchOptions{
 			Strategies: strats, Seeds: *seeds, Budget: *budget, Horizon: *horizon,
-			Batch: *batch, Targets: ts, Workers: *workers, Logger: logger,
+			Batch: *batch, Targets: ts, Resolution: *resolution, Workers: *workers, Logger: logger,
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "searchbench: %s: %v\n", path, err)
@@ -193,7 +194,10 @@ func jsonReports(reps []*replay.Report) any {
 		Horizon   int       `json:"horizon"`
 		Batch     int       `json:"batch"`
 		Targets   []float64 `json:"targets"`
-		Rows      []row     `json:"rows"`
+		// Resolution is one run's coefficient of variation among the
+		// surface's best configurations.
+		Resolution float64 `json:"resolution"`
+		Rows       []row   `json:"rows"`
 	}
 	finite := func(v float64) *float64 {
 		if v != v || v > 1e300 {
@@ -207,6 +211,7 @@ func jsonReports(reps []*replay.Report) any {
 			Surface: r.Surface, Objective: r.Objective.Kind.String(), SLO: r.SLO.String(),
 			Runnable: r.Runnable, Feasible: r.Feasible, Best: r.Best.String(), BestValue: r.BestTruth.Value,
 			Seeds: r.Seeds, Budget: r.Budget, Horizon: r.Horizon, Batch: r.Batch, Targets: r.Targets,
+			Resolution: r.Resolution,
 		}
 		for _, rw := range r.Rows {
 			x := row{Strategy: rw.Strategy, Reached: rw.Reached, PickFeasible: rw.PickFeasible, PickRatio: rw.PickRatio,

@@ -37,6 +37,11 @@ type BenchOptions struct {
 	// Targets are the fractions of the best feasible objective to report
 	// trials-to-reach for; default 0.95 and 0.99.
 	Targets []float64
+	// Resolution adds a target per surface at 1 − Surface.Resolution: the
+	// closest to the best that one measurement per configuration can tell
+	// apart from it (on a surface whose runs vary by 5%, "within 1%" is a
+	// matter of which runs were drawn, not of where the search went).
+	Resolution bool
 	// Stop is the stopping rule whose verdict is reported beside the
 	// budget; default search.DefaultStopRule(Budget).
 	Stop *search.StopRule
@@ -108,7 +113,10 @@ type Report struct {
 	Horizon   int
 	Batch     int
 	Targets   []float64
-	Rows      []Row
+	// Resolution is Surface.Resolution: one run's coefficient of
+	// variation among the best configurations.
+	Resolution float64
+	Rows       []Row
 }
 
 // Bench runs every strategy with seeds 1..Seeds against s, each run asking
@@ -161,6 +169,11 @@ func Bench(ctx context.Context, s *Surface, opts BenchOptions) (*Report, error) 
 	}
 	if rep.Targets == nil {
 		rep.Targets = []float64{0.95, 0.99}
+	}
+	rep.Resolution = s.Resolution()
+	if opts.Resolution {
+		t := math.Round(1000*(1-rep.Resolution)) / 1000
+		rep.Targets = append(slices.Clip(rep.Targets), max(t, 0.5))
 	}
 	stop := search.DefaultStopRule(rep.Budget)
 	if opts.Stop != nil {
@@ -401,6 +414,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "surface %s: %s, SLO %s, error budget %g\n", r.Surface, r.Objective.Kind, r.SLO, r.Objective.ErrorBudget)
 	fmt.Fprintf(&b, "  %d runnable configurations, %d truly feasible; best %s %s at %s\n", r.Runnable, r.Feasible, unit, best, r.Best)
+	fmt.Fprintf(&b, "  one measurement resolves %.1f%% (the median coefficient of variation of one run among the %d best configurations)\n", 100*r.Resolution, ResolutionTop)
 	fmt.Fprintf(&b, "  %d seeds, %d suggestion(s) per call; trials to reach a fraction of the best: median and p90 over seeds (nearest rank; >%d: not within the horizon);\n", r.Seeds, r.Batch, r.Horizon)
 	fmt.Fprintf(&b, "  pick = best measured-feasible trial after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

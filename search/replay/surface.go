@@ -9,9 +9,12 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/objective"
@@ -534,6 +537,67 @@ func (s *Surface) Best() (search.Config, Truth, bool) {
 		}
 	}
 	return best, bt, best != nil
+}
+
+// ResolutionTop is how many of a surface's best configurations
+// Resolution looks at.
+const ResolutionTop = 20
+
+// Resolution is how finely one measurement resolves s's objective: the
+// median, over the ResolutionTop truly feasible configurations of best
+// mean objective that have at least two successful runs, of one run's
+// coefficient of variation (the sample standard deviation of its runs'
+// objective over their mean). Two configurations closer than this cannot
+// be told apart by one trial each. 0 when no configuration qualifies.
+func (s *Surface) Resolution() float64 {
+	type scored struct{ mean, cv float64 }
+	var top []scored
+	o := s.objective()
+	for _, p := range s.points {
+		t := s.truth(p)
+		if !t.Feasible {
+			continue
+		}
+		var vals []float64
+		for _, m := range p.Runs {
+			if m.failed() {
+				continue
+			}
+			v := s.value(m.QPS, time.Duration(m.P99Micros*float64(time.Microsecond)))
+			if s.Header.Objective == objective.MaxCapacity {
+				v = m.capacity()
+			}
+			vals = append(vals, v)
+		}
+		if len(vals) < 2 {
+			continue
+		}
+		mean, sd := stat.MeanStdDev(vals, nil)
+		if !(mean > 0) {
+			continue
+		}
+		top = append(top, scored{mean, sd / mean})
+	}
+	slices.SortFunc(top, func(a, b scored) int {
+		switch {
+		case o.Better(a.mean, b.mean):
+			return -1
+		case o.Better(b.mean, a.mean):
+			return 1
+		}
+		return 0
+	})
+	top = top[:min(len(top), ResolutionTop)]
+	if len(top) == 0 {
+		return 0
+	}
+	cvs := make([]float64, len(top))
+	for i, t := range top {
+		cvs[i] = t.cv
+	}
+	slices.Sort(cvs)
+	n := len(cvs)
+	return (cvs[(n-1)/2] + cvs[n/2]) / 2
 }
 
 // ratio is how close objective value v comes to best: v/best when

@@ -157,3 +157,32 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestResolution: one run's coefficient of variation among the best
+// feasible configurations, the median of them; an infeasible or single-run
+// configuration does not count.
+func TestResolution(t *testing.T) {
+	in := tinyLines(
+		// 8,0: runs 90 and 110 → mean 100, sample sd 14.14 → CV 0.1414
+		`{"config":[8,0],"qps":90,"p99_us":20000,"error_rate":0}`,
+		`{"config":[8,0],"qps":110,"p99_us":20000,"error_rate":0}`,
+		// 16,0: runs 198 and 202 → CV 0.01414
+		`{"config":[16,0],"qps":198,"p99_us":20000,"error_rate":0}`,
+		`{"config":[16,0],"qps":202,"p99_us":20000,"error_rate":0}`,
+	)
+	s, err := Decode(strings.NewReader(in), "f.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Resolution(), (math.Sqrt(200)/100+math.Sqrt(8)/200)/2; math.Abs(got-want) > 1e-9 {
+		t.Errorf("Resolution = %v, want the median of the two CVs %v", got, want)
+	}
+	// The noisy one breaks the SLO: only the steady one counts.
+	in = strings.Replace(in, `"qps":90,"p99_us":20000`, `"qps":90,"p99_us":200000`, 1)
+	if s, err = Decode(strings.NewReader(in), "f.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Resolution(), math.Sqrt(8)/200; math.Abs(got-want) > 1e-9 {
+		t.Errorf("with the noisy configuration infeasible: Resolution = %v, want %v", got, want)
+	}
+}
