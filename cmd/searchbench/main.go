@@ -197,6 +197,7 @@ func jsonReports(reps []*replay.Report) any {
 		// Resolution is one run's coefficient of variation among the
 		// surface's best configurations.
 		Resolution float64 `json:"resolution"`
+		Within     []int   `json:"within"`
 		Rows       []row   `json:"rows"`
 	}
 	finite := func(v float64) *float64 {
@@ -211,7 +212,7 @@ func jsonReports(reps []*replay.Report) any {
 			Surface: r.Surface, Objective: r.Objective.Kind.String(), SLO: r.SLO.String(),
 			Runnable: r.Runnable, Feasible: r.Feasible, Best: r.Best.String(), BestValue: r.BestTruth.Value,
 			Seeds: r.Seeds, Budget: r.Budget, Horizon: r.Horizon, Batch: r.Batch, Targets: r.Targets,
-			Resolution: r.Resolution,
+			Resolution: r.Resolution, Within: r.Within,
 		}
 		for _, rw := range r.Rows {
 			x := row{Strategy: rw.Strategy, Reached: rw.Reached, PickFeasible: rw.PickFeasible, PickRatio: rw.PickRatio,

@@ -116,7 +116,10 @@ type Report struct {
 	// Resolution is Surface.Resolution: one run's coefficient of
 	// variation among the best configurations.
 	Resolution float64
-	Rows       []Row
+	// Within counts, per target, the truly feasible configurations within
+	// it: the needles a run must find one of.
+	Within []int
+	Rows   []Row
 }
 
 // Bench runs every strategy with seeds 1..Seeds against s, each run asking
@@ -174,6 +177,16 @@ func Bench(ctx context.Context, s *Surface, opts BenchOptions) (*Report, error) 
 	if opts.Resolution {
 		t := math.Round(1000*(1-rep.Resolution)) / 1000
 		rep.Targets = append(slices.Clip(rep.Targets), max(t, 0.5))
+	}
+	rep.Within = make([]int, len(rep.Targets))
+	for _, c := range runnable {
+		if t, ok := s.Truth(c); ok && t.Feasible {
+			for i, target := range rep.Targets {
+				if s.ratio(t.Value, bestTruth.Value) >= target-1e-12 {
+					rep.Within[i]++
+				}
+			}
+		}
 	}
 	stop := search.DefaultStopRule(rep.Budget)
 	if opts.Stop != nil {
@@ -414,7 +427,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "surface %s: %s, SLO %s, error budget %g\n", r.Surface, r.Objective.Kind, r.SLO, r.Objective.ErrorBudget)
 	fmt.Fprintf(&b, "  %d runnable configurations, %d truly feasible; best %s %s at %s\n", r.Runnable, r.Feasible, unit, best, r.Best)
-	fmt.Fprintf(&b, "  one measurement resolves %.1f%% (the median coefficient of variation of one run among the %d best configurations)\n", 100*r.Resolution, ResolutionTop)
+	fmt.Fprintf(&b, "  one measurement resolves %.1f%% (the median coefficient of variation of one run among the %d best configurations)", 100*r.Resolution, ResolutionTop)
+	if len(r.Within) == len(r.Targets) {
+		var w []string
+		for i, t := range r.Targets {
+			w = append(w, fmt.Sprintf("%g%%: %d", 100*t, r.Within[i]))
+		}
+		fmt.Fprintf(&b, "; configurations within each target: %s", strings.Join(w, ", "))
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "  %d seeds, %d suggestion(s) per call; trials to reach a fraction of the best: median and p90 over seeds (nearest rank; >%d: not within the horizon);\n", r.Seeds, r.Batch, r.Horizon)
 	fmt.Fprintf(&b, "  pick = best measured-feasible trial after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
