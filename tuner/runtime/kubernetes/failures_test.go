@@ -174,3 +174,81 @@ func TestForbiddenIsReported(t *testing.T) {
 		rt.Restore(ctx)
 	})
 }
+
+// TestPlacementOnTheCluster checks the pod placement rules against the
+// real scheduler: a trial pinned to the node runs there and reports it; one
+// pinned to a node that does not exist fails with the scheduler's reason;
+// with spread node, a second slot's pod cannot join the first on the
+// cluster's only node, and fails with the anti-affinity named; with spread
+// none it starts beside it.
+func TestPlacementOnTheCluster(t *testing.T) {
+	cli, _ := cluster(t)
+	ctx := context.Background()
+	si := testenv.StandIn(t, testenv.RepoRoot(t))
+	dir := t.TempDir()
+	rt := newRuntime(t, cli, dir, func(o *k8s.Options) { o.PendingTimeout = 5 * time.Second })
+	if err := rt.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Restore(ctx)
+	first, err := rt.StartSlot(ctx, 0, runtime.Config{Batching: si.Good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := first.(runtime.Placed).Node()
+	if node == "" {
+		t.Fatal("a started trial pod reports no node")
+	}
+	// Spread node (the default): slot 1 may not share the node.
+	_, err = rt.StartSlot(ctx, 1, runtime.Config{Batching: si.Good})
+	if err == nil || !strings.Contains(err.Error(), "anti-affinity") {
+		t.Errorf("second slot beside the first with spread node: got %v, want the scheduler's anti-affinity reason", err)
+	}
+	first.Stop(ctx)
+
+	// Pinned to the node: it runs there (the first pod is gone, so the
+	// anti-affinity allows it).
+	pinned, err := rt.StartSlot(ctx, 0, runtime.Config{Batching: si.Good, Node: node})
+	if err != nil {
+		t.Fatalf("pinned to %s: %v", node, err)
+	}
+	if got := pinned.(runtime.Placed).Node(); got != node {
+		t.Errorf("pinned to %s, ran on %s", node, got)
+	}
+	pinned.Stop(ctx)
+	_, err = rt.StartSlot(ctx, 0, runtime.Config{Batching: si.Good, Node: "batchtune-no-such-node"})
+	if err == nil || !strings.Contains(err.Error(), "Unschedulable") || !strings.Contains(err.Error(), "NodeAffinity") {
+		t.Errorf("pinned to a node that does not exist: got %v, want the scheduler's node-affinity reason", err)
+	}
+	if err := rt.Restore(ctx); err != nil {
+		t.Errorf("Restore: %v", err)
+	}
+	if left := leftovers(t, cli, dir); len(left) > 0 {
+		t.Errorf("left behind: %q", left)
+	}
+
+	// Spread none: two slots side by side on the one node.
+	dir2 := t.TempDir()
+	rt2 := newRuntime(t, cli, dir2, func(o *k8s.Options) { o.Spread = k8s.SpreadNone })
+	if err := rt2.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt2.Restore(ctx)
+	var srvs []runtime.Server
+	for slot := range 2 {
+		srv, err := rt2.StartSlot(ctx, slot, runtime.Config{Batching: si.Good})
+		if err != nil {
+			t.Fatalf("spread none, slot %d: %v", slot, err)
+		}
+		srvs = append(srvs, srv)
+	}
+	if a, b := srvs[0].Endpoints().GRPC, srvs[1].Endpoints().GRPC; a == b {
+		t.Errorf("two slots share one endpoint %s", a)
+	}
+	if err := rt2.Restore(ctx); err != nil {
+		t.Errorf("Restore: %v", err)
+	}
+	if left := leftovers(t, cli, dir2); len(left) > 0 {
+		t.Errorf("left behind: %q", left)
+	}
+}
