@@ -76,6 +76,12 @@ type Bayes struct {
 	// a global model that has stopped paying gives way to a local step
 	// around what it found. 0 or negative: off.
 	Stall int
+	// FeasibilityWeight is the power the probability of feasibility is
+	// raised to in the acquisition; 0 means 1 (constrained EI as is).
+	// Below 1 it leans towards the SLO's edge, where the best
+	// configurations sit and one measurement decides which side a trial
+	// lands on.
+	FeasibilityWeight float64
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
 	Structure int
@@ -509,6 +515,10 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 		return math.Log(sd) + logH((bestMargin-mu)/sd)
 	}
 
+	feasW := b.FeasibilityWeight
+	if feasW <= 0 {
+		feasW = 1
+	}
 	used := make([]bool, len(cands))
 	var out []Suggestion
 	for len(out) < n {
@@ -527,7 +537,7 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 			case haveBest:
 				lp := logMeets(j)
 				le := logEI(j)
-				a += lp + le
+				a += feasW*lp + le
 				exps[j] = math.Exp(le+lp) * fgp.std
 			case cpost != nil:
 				a += logMarginEI(j)
