@@ -139,6 +139,9 @@ func (b *Bayes) Validate(*Space) error {
 	if math.IsNaN(b.PriorStrength) || math.IsInf(b.PriorStrength, 0) {
 		ps.Add("search.settings.prior_strength", "must be a number, got %v", b.PriorStrength)
 	}
+	if b.FeasibilityWeight < 0 || math.IsNaN(b.FeasibilityWeight) || math.IsInf(b.FeasibilityWeight, 0) {
+		ps.Add("search.settings.feasibility_weight", "must be a non-negative number (0 for the default 1), got %v", b.FeasibilityWeight)
+	}
 	if b.FitMax < 0 || (b.FitMax > 0 && b.FitMax < 8) || b.FitMax > 1000 {
 		ps.Add("search.settings.fit_max", "must be between 8 and 1000 (0 for the default), got %d", b.FitMax)
 	}

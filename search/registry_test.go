@@ -63,3 +63,22 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("configs' check of an unknown strategy: %v", err)
 	}
 }
+
+// TestBayesFeasibilityWeightSetting: the setting reaches the strategy, and
+// a negative weight is refused naming the field.
+func TestBayesFeasibilityWeightSetting(t *testing.T) {
+	st, err := New("bayes", map[string]string{"feasibility_weight": "0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := st.(*Bayes); !ok || b.FeasibilityWeight != 0.5 {
+		t.Errorf("got %#v, want a Bayes with FeasibilityWeight 0.5", st)
+	}
+	st, err = New("bayes", map[string]string{"feasibility_weight": "-1"})
+	if err == nil {
+		err = st.Validate(nil)
+	}
+	if err == nil || !strings.Contains(err.Error(), "search.settings.feasibility_weight") {
+		t.Errorf("feasibility_weight -1: got %v, want refused naming the field", err)
+	}
+}
