@@ -21,12 +21,18 @@ import (
 // e2e_test.go.
 
 // fakeRuntime starts fakeServers; its behaviour per launch is scripted.
+// It runs one server per slot (runtime.Concurrent); with nodes set, slot i
+// runs on nodes[i%len(nodes)] unless the launch pins a node, and its
+// servers are runtime.Placed.
 type fakeRuntime struct {
 	mu        sync.Mutex
 	recovered bool
 	restored  int
 	started   []runtime.Config
-	running   *fakeServer
+	running   map[int]*fakeServer
+	live      int // servers running now
+	peak      int // most servers that ran at once
+	nodes     []string
 	// startErr, when set, is returned by Start for a launch.
 	startErr func(runtime.Config) error
 	// dieAfter, when set and positive for a launch, ends its server on its
@@ -34,7 +40,7 @@ type fakeRuntime struct {
 	dieAfter func(runtime.Config) time.Duration
 }
 
-var _ runtime.Runtime = (*fakeRuntime)(nil)
+var _ runtime.Concurrent = (*fakeRuntime)(nil)
 
 func (r *fakeRuntime) Recover(context.Context) error {
 	r.mu.Lock()
@@ -44,13 +50,17 @@ func (r *fakeRuntime) Recover(context.Context) error {
 }
 
 func (r *fakeRuntime) Start(ctx context.Context, cfg runtime.Config) (runtime.Server, error) {
+	return r.StartSlot(ctx, 0, cfg)
+}
+
+func (r *fakeRuntime) StartSlot(_ context.Context, slot int, cfg runtime.Config) (runtime.Server, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.recovered {
 		return nil, runtime.ErrNotRecovered
 	}
-	if r.running != nil && !r.running.ended() {
-		return nil, fmt.Errorf("fake: Start while trial %d still runs", len(r.started))
+	if s := r.running[slot]; s != nil && !s.ended() {
+		return nil, fmt.Errorf("fake: Start while trial %d still runs in slot %d", len(r.started), slot)
 	}
 	if r.startErr != nil {
 		if err := r.startErr(cfg); err != nil {
@@ -58,8 +68,27 @@ func (r *fakeRuntime) Start(ctx context.Context, cfg runtime.Config) (runtime.Se
 		}
 	}
 	r.started = append(r.started, cfg)
-	s := &fakeServer{cfg: cfg, ep: runtime.Endpoints{GRPC: fmt.Sprintf("fake:%d", len(r.started))}, done: make(chan struct{})}
-	r.running = s
+	ep := fmt.Sprintf("fake:%d", len(r.started))
+	node := cfg.Node
+	if node == "" && len(r.nodes) > 0 {
+		node = r.nodes[slot%len(r.nodes)]
+	}
+	if node != "" {
+		ep += "@" + node
+	}
+	s := &fakeServer{cfg: cfg, ep: runtime.Endpoints{GRPC: ep}, done: make(chan struct{})}
+	if r.running == nil {
+		r.running = map[int]*fakeServer{}
+	}
+	r.running[slot] = s
+	r.live++
+	r.peak = max(r.peak, r.live)
+	go func() {
+		<-s.done
+		r.mu.Lock()
+		r.live--
+		r.mu.Unlock()
+	}()
 	if r.dieAfter != nil {
 		if d := r.dieAfter(cfg); d > 0 {
 			time.AfterFunc(d, func() {
@@ -67,18 +96,29 @@ func (r *fakeRuntime) Start(ctx context.Context, cfg runtime.Config) (runtime.Se
 			})
 		}
 	}
+	if node != "" {
+		return placedServer{s, node}, nil
+	}
 	return s, nil
 }
 
 func (r *fakeRuntime) Restore(context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.running != nil {
-		r.running.end(runtime.Exit{Stopped: true})
+	for _, s := range r.running {
+		s.end(runtime.Exit{Stopped: true})
 	}
 	r.restored++
 	return nil
 }
+
+// placedServer is a fakeServer that knows its node.
+type placedServer struct {
+	*fakeServer
+	node string
+}
+
+func (s placedServer) Node() string { return s.node }
 
 func (r *fakeRuntime) launches() []runtime.Config {
 	r.mu.Lock()
@@ -126,7 +166,7 @@ func (s *fakeServer) ended() bool {
 // fakeProber answers with a result computed from the running launch's
 // batching.config. It finds the launch through the runtime by endpoint.
 type fakeProber struct {
-	rt interface{ launches() []runtime.Config }
+	rt *fakeRuntime
 	// surface gives QPS and P99 for a batching config; nil means a fixed one.
 	surface func(b configs.Batching) (qps float64, p99 time.Duration)
 	// hook, when set, runs in the measuring phase with the trial's context;

@@ -16,84 +16,6 @@ import (
 	"github.com/batchtune/batchtune/tuner/runtime"
 )
 
-// fakeNodes is a runtime.Concurrent: slot i runs on nodes[i%len(nodes)]
-// unless the launch pins a node. It records how many servers ran at once.
-type fakeNodes struct {
-	nodes []string
-
-	mu        sync.Mutex
-	recovered bool
-	started   []runtime.Config
-	running   map[int]*fakeServer
-	live      int
-	peak      int
-}
-
-var _ runtime.Concurrent = (*fakeNodes)(nil)
-
-func (r *fakeNodes) Recover(context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recovered = true
-	return nil
-}
-
-func (r *fakeNodes) Start(ctx context.Context, cfg runtime.Config) (runtime.Server, error) {
-	return r.StartSlot(ctx, 0, cfg)
-}
-
-func (r *fakeNodes) StartSlot(_ context.Context, slot int, cfg runtime.Config) (runtime.Server, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.recovered {
-		return nil, runtime.ErrNotRecovered
-	}
-	if s := r.running[slot]; s != nil && !s.ended() {
-		return nil, fmt.Errorf("fake: slot %d still runs a server", slot)
-	}
-	node := cfg.Node
-	if node == "" {
-		node = r.nodes[slot%len(r.nodes)]
-	}
-	r.started = append(r.started, cfg)
-	s := &fakeServer{cfg: cfg, ep: runtime.Endpoints{GRPC: fmt.Sprintf("fake:%d@%s", len(r.started), node)}, done: make(chan struct{})}
-	if r.running == nil {
-		r.running = map[int]*fakeServer{}
-	}
-	r.running[slot] = s
-	r.live++
-	r.peak = max(r.peak, r.live)
-	go func() {
-		<-s.done
-		r.mu.Lock()
-		r.live--
-		r.mu.Unlock()
-	}()
-	return placedServer{s, node}, nil
-}
-
-func (r *fakeNodes) Restore(context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.running {
-		s.end(runtime.Exit{Stopped: true})
-	}
-	return nil
-}
-
-func (r *fakeNodes) launches() []runtime.Config {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]runtime.Config(nil), r.started...)
-}
-
-type placedServer struct {
-	*fakeServer
-	node string
-}
-
-func (s placedServer) Node() string { return s.node }
-
 // parallelStudy is testStudy on runtime kubernetes with parallelism n.
 func parallelStudy(t *testing.T, n int) *configs.Study {
 	t.Helper()
@@ -127,7 +49,7 @@ confirmation: {top_k: 1, repeats: 2}
 // even be a candidate, so the winner being it shows the comparison.
 func TestParallelSearchComparesNodesAndConfirmsOnOne(t *testing.T) {
 	s := parallelStudy(t, 2)
-	rt := &fakeNodes{nodes: []string{"node-b", "node-a"}}
+	rt := &fakeRuntime{nodes: []string{"node-b", "node-a"}}
 	pr := &fakeProber{rt: rt, surface: testSurface,
 		scale: func(ep runtime.Endpoints) float64 {
 			if strings.HasSuffix(ep.GRPC, "@node-b") {
@@ -204,11 +126,14 @@ func bestKey(t *testing.T) string {
 	return best
 }
 
+// serialRuntime hides a runtime's StartSlot: one server at a time.
+type serialRuntime struct{ runtime.Runtime }
+
 // TestParallelismNeedsAConcurrentRuntime: a runtime that runs one server
 // at a time is refused for parallelism above 1, naming the field.
 func TestParallelismNeedsAConcurrentRuntime(t *testing.T) {
 	s := parallelStudy(t, 2)
-	_, err := New(s, storetest.Open(t), &fakeRuntime{}, &fakeProber{}, nil)
+	_, err := New(s, storetest.Open(t), serialRuntime{&fakeRuntime{}}, &fakeProber{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "search.parallelism: 2") {
 		t.Errorf("got %v, want a refusal naming search.parallelism", err)
 	}
@@ -218,7 +143,7 @@ func TestParallelismNeedsAConcurrentRuntime(t *testing.T) {
 // two trials measure records both as interrupted and the run resumable.
 func TestParallelRoundInterruptedRecordsEveryTrial(t *testing.T) {
 	s := parallelStudy(t, 2)
-	rt := &fakeNodes{nodes: []string{"n1"}}
+	rt := &fakeRuntime{nodes: []string{"n1"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var once sync.Once

@@ -383,41 +383,44 @@ func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.
 					Expected: sg.Expected, Why: sg.Reason, State: store.TrialSuggested})
 			}
 		}
+		// Every trial of the round is stored in order (a rejected one as
+		// such), then the runnable ones run together; trials keeps the
+		// store's order.
 		var (
 			runs     []*store.Trial
 			launches []runtime.Config
 			sts      []stage
 		)
 		best := t.bestFeasible(onFirstNode(hist))
+		stored := 0
+		var err error
 		for i := range round {
 			tr := &round[i]
 			st := stage{name: StageSearch, index: n + len(runs) + 1, total: budget, best: best}
 			cfg := configOf(tr.Config)
-			if vs := t.space.Check(cfg); len(vs) > 0 {
+			vs := t.space.Check(cfg)
+			if len(vs) > 0 {
 				tr.State = store.TrialRejected
 				tr.Reason = vs.Err().Error()
-				if err := t.put(ctx, tr, st, true); err != nil {
-					return trials, "", err
-				}
-				trials = append(trials, *tr)
+			}
+			if err = t.put(ctx, tr, st, true); err != nil {
+				break
+			}
+			stored++
+			if len(vs) > 0 {
 				if rejections++; rejections >= maxRejections {
-					return trials, "", fmt.Errorf("%w (%d in a row; last: %s)", ErrTooManyRejections, rejections, tr.Reason)
+					err = fmt.Errorf("%w (%d in a row; last: %s)", ErrTooManyRejections, rejections, tr.Reason)
+					break
 				}
 				continue
 			}
 			rejections = 0
-			if err := t.put(ctx, tr, st, true); err != nil {
-				return trials, "", err
-			}
 			runs, launches, sts = append(runs, tr), append(launches, t.launch(cfg)), append(sts, st)
 		}
-		if len(runs) == 0 {
-			continue
+		if err == nil && len(runs) > 0 {
+			err = t.runRound(ctx, runs, launches, sts)
 		}
-		err := t.runRound(ctx, runs, launches, sts)
-		for _, tr := range runs {
-			trials = append(trials, *tr)
-		}
+		trials = append(trials, round[:stored]...)
 		if err != nil {
 			return trials, "", err
 		}
