@@ -4,63 +4,45 @@
 #
 #   BATCHTUNE_K8S_KUBECONFIG=$(deploy/kubernetes/cluster/up.sh) experiments/kubernetes/parallel.sh [N...]
 #
-# The study: the stand-in's ranker, a grid of 6 configurations (every one
-# is a search trial), 5 s measurements, then 1 candidate and the recipe
-# and the baseline confirmed twice each, one at a time. The test cluster
+# The study: configs/examples/emulator-kubernetes.yaml (the stand-in's
+# ranker, 32 clients, 3-10 s measurements) with a grid of 6 configurations
+# in place of its space (every one a search trial), then 1 candidate, the
+# recipe and the baseline confirmed twice each, one at a time. The test cluster
 # has one node, so spread is none: parallel trial pods share its cores and
 # measure each other (the figures show the rounds' wall time, not what a
 # node each would measure). Prints one line per N.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${BATCHTUNE_K8S_KUBECONFIG:?set it to the kubeconfig of the test cluster (deploy/kubernetes/cluster/up.sh prints it)}"
-image=${IMAGE:-localhost/tfs-emulator:dev}
 go build -o bin/batchtune ./cmd/batchtune
-ns=default
 work=$(mktemp -d)
 trap '[ $? = 0 ] && rm -rf "$work" || echo "kept $work" >&2' EXIT
 read -r l1 l5 l15 _ < /proc/loadavg
-echo "# $(date -u +%FT%TZ) $(nproc) cores, load average $l1 $l5 $l15; 6 search trials of 5 s, confirmation 3 x 2 (one at a time)"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load average $l1 $l5 $l15; configs/examples/emulator-kubernetes.yaml with 6 search trials, confirmation 3 x 2 (one at a time)"
 [ $# -gt 0 ] || set -- 1 2 3
 for n in "$@"; do
   study=$work/par$n.yaml
-  cat > "$study" <<YAML
-name: parallel-$n
-target:
-  runtime: kubernetes
-  model: {name: ranker, base_path: /models/ranker}
-  start_timeout: 60s
-  kubernetes:
-    kubeconfig: $BATCHTUNE_K8S_KUBECONFIG
-    namespace: $ns
-    spread: none
-    pending_timeout: 60s
-    template:
-      spec:
-        automountServiceAccountToken: false
-        containers:
-          - {name: tfserving, image: $image, imagePullPolicy: Never, resources: {limits: {memory: 512Mi}}}
-load:
-  mode: closed
-  concurrency: 16
-  connections: 2
-  request_timeout: 2s
-  payload:
-    batch: 1
-    inputs: [{name: features, dtype: DT_FLOAT, shape: [-1, 256]}]
-  warmup: {requests: 50, max_duration: 3s}
-  min_duration: 5s
-  max_duration: 5s
-slo: {latency: 200ms}
-objective: max_throughput
+  # The bundled example study, with this experiment's cluster, spread,
+  # and a grid of six search trials in place of its space and search.
+  python3 - "$n" "$BATCHTUNE_K8S_KUBECONFIG" "$work" > "$study" <<'PY'
+import sys
+n, kubeconfig, work = sys.argv[1:]
+doc = open("configs/examples/emulator-kubernetes.yaml").read()
+doc = doc.replace("name: emulator-kubernetes\n", f"name: parallel-{n}\n", 1)
+doc = doc.replace("  kubernetes:\n", f"  kubernetes:\n    kubeconfig: {kubeconfig}\n    spread: none\n", 1)
+doc = doc[:doc.index("\nspace:\n")] + f"""
 space:
-  max_batch_size: {values: [4, 8, 16, 32, 64, 128]}
-  batch_timeout_micros: {values: [1000]}
-  num_batch_threads: {values: [2]}
-  max_enqueued_batches: {values: [16]}
-search: {strategy: grid, trials: 6, parallelism: $n}
-confirmation: {top_k: 1, repeats: 2, max_repeats: 2}
-export: {path: $work/batching-$n.config}
-YAML
+  max_batch_size: {{values: [8, 16, 32]}}
+  batch_timeout_micros: {{values: [5000, 20000]}}
+  num_batch_threads: {{values: [1]}}
+  max_enqueued_batches: {{values: [16]}}
+  grpc_max_threads: {{values: [64]}}
+search: {{strategy: grid, trials: 6, parallelism: {n}}}
+confirmation: {{top_k: 1, repeats: 2, max_repeats: 2}}
+export: {{path: {work}/batching-{n}.config}}
+"""
+print(doc, end="")
+PY
   start=$(date +%s.%N)
   bin/batchtune tune --config "$study" --db "$work/db-$n" --state-dir "$work/state-$n" --json > "$work/rep-$n.json" 2> "$work/log-$n"
   end=$(date +%s.%N)
