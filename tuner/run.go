@@ -365,9 +365,11 @@ func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.
 				Expected: redo[0].Expected, Why: "redo interrupted trial " + fmt.Sprint(redo[0].Seq), State: store.TrialSuggested})
 			redo = redo[1:]
 		}
+		// The round's trials are ranked as if measured on one node.
+		ranked := onFirstNode(hist)
 		if len(round) < want {
 			sugg, err := t.strategy.Suggest(ctx, search.Request{
-				Space: t.space, Objective: t.objective, History: history(append(slices.Clip(prior), onFirstNode(hist)...)), N: want - len(round), Seed: uint64(s.Search.Seed),
+				Space: t.space, Objective: t.objective, History: history(append(slices.Clip(prior), ranked...)), N: want - len(round), Seed: uint64(s.Search.Seed),
 			})
 			if err != nil {
 				if ctx.Err() != nil {
@@ -391,7 +393,7 @@ func (t *Tuner) searchStage(ctx context.Context, run *store.Run, trials []store.
 			launches []runtime.Config
 			sts      []stage
 		)
-		best := t.bestFeasible(onFirstNode(hist))
+		best := t.bestFeasible(ranked)
 		stored := 0
 		var err error
 		for i := range round {
