@@ -82,6 +82,17 @@ type Bayes struct {
 	// configurations sit and one measurement decides which side a trial
 	// lands on.
 	FeasibilityWeight float64
+	// OutputFloor, when in (0, 1), floors the objective model's data at
+	// that quantile of the measured objectives (0.5: everything worse
+	// than the median reads as the median): the model then spends its
+	// flexibility on telling good configurations apart instead of on how
+	// bad the bad ones are, and its units above the floor (log QPS, −log
+	// P99) stay what the stop rule reads. 0: off.
+	OutputFloor float64
+	// LengthscalePrior chooses the models' prior on their lengthscales: 0
+	// the default (log-normal around 1, the unit cube's width), 1 the
+	// dimension-scaled prior of Hvarfner et al. (gp.go, dimScaledPrior).
+	LengthscalePrior int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
 	Structure int
@@ -141,6 +152,12 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.FeasibilityWeight < 0 || math.IsNaN(b.FeasibilityWeight) || math.IsInf(b.FeasibilityWeight, 0) {
 		ps.Add("search.settings.feasibility_weight", "must be a non-negative number (0 for the default 1), got %v", b.FeasibilityWeight)
+	}
+	if b.OutputFloor < 0 || b.OutputFloor >= 1 || math.IsNaN(b.OutputFloor) {
+		ps.Add("search.settings.output_floor", "must be a quantile in [0, 1) (0 for off), got %v", b.OutputFloor)
+	}
+	if b.LengthscalePrior < 0 || b.LengthscalePrior > 1 {
+		ps.Add("search.settings.lengthscale_prior", "must be 0 (the default) or 1 (dimension-scaled), got %d", b.LengthscalePrior)
 	}
 	if b.FitMax < 0 || (b.FitMax > 0 && b.FitMax < 8) || b.FitMax > 1000 {
 		ps.Add("search.settings.fit_max", "must be between 8 and 1000 (0 for the default), got %d", b.FitMax)
@@ -227,6 +244,12 @@ func (b *Bayes) observe(req Request) observations {
 		for _, x := range o.failX {
 			o.fx = append(o.fx, x)
 			o.fy = append(o.fy, low)
+		}
+		if q := b.OutputFloor; q > 0 && q < 1 {
+			floor := sorted[int(q*float64(len(sorted)-1))]
+			for i, y := range o.fy {
+				o.fy[i] = math.Max(y, floor)
+			}
 		}
 	}
 	return o
@@ -419,20 +442,24 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 
 	var fpost, cpost, lpost *posterior
 	var fgp, cgp, lgp *gp
+	ls := lsPrior
+	if b.LengthscalePrior == 1 {
+		ls = dimScaledPrior(len(xs[0]))
+	}
 	if len(obs.fx) >= 2 {
-		if fgp, err = fitGP(ctx, obs.fx, obs.fy, st.fitMax); err != nil {
+		if fgp, err = fitGP(ctx, obs.fx, obs.fy, st.fitMax, ls); err != nil {
 			return nil, err
 		}
 		fpost = fgp.predict(xs)
 	}
 	if len(obs.cx) >= 1 {
-		if cgp, err = fitGP(ctx, obs.cx, obs.cy, st.fitMax); err != nil {
+		if cgp, err = fitGP(ctx, obs.cx, obs.cy, st.fitMax, ls); err != nil {
 			return nil, err
 		}
 		cpost = cgp.predict(xs)
 	}
 	if obs.failures > 0 {
-		if lgp, err = fitGP(ctx, obs.lx, obs.ly, st.fitMax); err != nil {
+		if lgp, err = fitGP(ctx, obs.lx, obs.ly, st.fitMax, ls); err != nil {
 			return nil, err
 		}
 		lpost = lgp.predict(xs)

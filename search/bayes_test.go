@@ -76,6 +76,29 @@ func TestBayesKeepsUnhappyTrialsAsInformation(t *testing.T) {
 	}
 }
 
+// TestBayesOutputFloor: with output_floor 0.5 the objective data below
+// the median of the measured objectives read as the median; above it they
+// keep their values (the units the stop rule reads).
+func TestBayesOutputFloor(t *testing.T) {
+	s := conformanceSpace(t)
+	all, err := s.Runnable(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []Trial
+	for i, q := range []float64{100, 400, 900, 1600, 2500} {
+		hist = append(hist, Trial{Config: all[i], Outcome: Succeeded, Measured: true, Value: q, QPS: q, P99: 12 * time.Millisecond, Feasible: true})
+	}
+	obs := (&Bayes{OutputFloor: 0.5}).observe(Request{Space: s, Objective: throughput, History: hist})
+	want := []float64{math.Log(900), math.Log(900), math.Log(900), math.Log(1600), math.Log(2500)}
+	if diff := cmp.Diff(want, obs.fy, cmpApprox); diff != "" {
+		t.Errorf("floored objective data (-want +got):\n%s", diff)
+	}
+	if d := dimScaledPrior(4); math.Abs(d.mean-(math.Sqrt2+math.Log(2))) > 1e-12 || d.hi < d.mean {
+		t.Errorf("dimScaledPrior(4) = %+v, want median e^(√2 + ln 2) inside its bounds", d)
+	}
+}
+
 var cmpApprox = cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
 
 // TestBayesLearnsWhereServersFail: max_batch_size 128 and above does not

@@ -47,6 +47,19 @@ var (
 
 type logPrior struct{ mean, sd, lo, hi float64 }
 
+// dimScaledPrior is the lengthscale prior of Hvarfner, Hellsten and Nardi
+// ("Vanilla Bayesian optimization performs great in high dimensions",
+// ICML 2024): log-normal with median e^(√2 + ln(d)/2) and σ √3, so that
+// with more dimensions the model starts from smoother functions and
+// explores fewer corners of the cube.
+func dimScaledPrior(d int) logPrior {
+	p := lsPrior
+	p.mean = math.Sqrt2 + math.Log(float64(d))/2
+	p.sd = math.Sqrt(3)
+	p.hi = math.Max(p.hi, p.mean+2*p.sd)
+	return p
+}
+
 // penalty is the negative log prior (up to a constant) plus a steep wall
 // outside [lo, hi], and its derivative.
 func (p logPrior) penalty(t float64) (float64, float64) {
@@ -69,7 +82,9 @@ func (p logPrior) clamp(t float64) float64 { return math.Max(p.lo, math.Min(p.hi
 // the weak priors above) on at most fitMax of the points, chosen
 // deterministically, with L-BFGS from two starts, then conditions on every
 // point.
-func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int) (*gp, error) {
+//
+// ls is the prior on the log lengthscales (lsPrior, or dimScaledPrior).
+func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, ls logPrior) (*gp, error) {
 	n := len(x)
 	d := len(x[0])
 	mean, std := meanStd(y)
@@ -85,8 +100,10 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int) (*gp, er
 		sx[i], sy[i] = x[j], ys[j]
 	}
 	ml := newMarginal(sx, sy)
+	ml.ls = ls
 
-	starts := [][3]float64{{math.Log(0.3), 0, math.Log(0.01)}, {math.Log(1.0), 0, math.Log(0.1)}}
+	// The second start is the lengthscale prior's median (1 for lsPrior).
+	starts := [][3]float64{{math.Log(0.3), 0, math.Log(0.01)}, {ls.mean, 0, math.Log(0.1)}}
 	best := math.Inf(1)
 	var theta []float64
 	var fitErr error
@@ -125,14 +142,14 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int) (*gp, er
 	if theta == nil {
 		theta = make([]float64, d+2)
 		for i := range d {
-			theta[i] = lsPrior.mean
+			theta[i] = ls.mean
 		}
 		theta[d], theta[d+1] = sf2Prior.mean, sn2Prior.mean
 	}
 	g := &gp{x: x, mean: mean, std: std, fitPoints: len(sub), fitFailure: fitErr}
 	g.ls = make([]float64, d)
 	for i := range d {
-		g.ls[i] = math.Exp(lsPrior.clamp(theta[i]))
+		g.ls[i] = math.Exp(ls.clamp(theta[i]))
 	}
 	g.sf2 = math.Exp(sf2Prior.clamp(theta[d]))
 	g.sn2 = math.Exp(sn2Prior.clamp(theta[d+1]))
@@ -318,6 +335,7 @@ func (p *posterior) believe(j int) {
 type marginal struct {
 	x          [][]float64
 	y          []float64
+	ls         logPrior    // prior on the log lengthscales
 	diff2      [][]float64 // per dimension, (x_a - x_b)² for a, b in row-major n×n
 	rbuf, ebuf []float64   // per-pair scratch
 	// cache of the last evaluation
@@ -454,7 +472,7 @@ func (ml *marginal) eval(theta []float64) {
 	ml.g[d+1] = 0.5 * gsn
 
 	for k := range d {
-		v, gk := lsPrior.penalty(theta[k])
+		v, gk := ml.ls.penalty(theta[k])
 		f += v
 		ml.g[k] += gk
 	}

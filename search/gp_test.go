@@ -51,7 +51,7 @@ func TestGPFitsASmoothFunction(t *testing.T) {
 		x = append(x, p)
 		y = append(y, f(p)+0.02*r.NormFloat64())
 	}
-	g, err := fitGP(t.Context(), x, y, 100)
+	g, err := fitGP(t.Context(), x, y, 100, lsPrior)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestGPFitsASmoothFunction(t *testing.T) {
 func TestBelieverShrinksVarianceNearThePick(t *testing.T) {
 	x := [][]float64{{0.1}, {0.9}}
 	y := []float64{0, 1}
-	g, err := fitGP(t.Context(), x, y, 100)
+	g, err := fitGP(t.Context(), x, y, 100, lsPrior)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,19 +66,32 @@ func TestRegistry(t *testing.T) {
 
 // TestBayesFeasibilityWeightSetting: the setting reaches the strategy, and
 // a negative weight is refused naming the field.
-func TestBayesFeasibilityWeightSetting(t *testing.T) {
-	st, err := New("bayes", map[string]string{"feasibility_weight": "0.5"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, ok := st.(*Bayes); !ok || b.FeasibilityWeight != 0.5 {
-		t.Errorf("got %#v, want a Bayes with FeasibilityWeight 0.5", st)
-	}
-	st, err = New("bayes", map[string]string{"feasibility_weight": "-1"})
-	if err == nil {
-		err = st.Validate(nil)
-	}
-	if err == nil || !strings.Contains(err.Error(), "search.settings.feasibility_weight") {
-		t.Errorf("feasibility_weight -1: got %v, want refused naming the field", err)
+// TestBayesOptInSettings: each opt-in Bayes setting a benchmark variant
+// names reaches the strategy, and a value out of range is refused naming
+// its field.
+func TestBayesOptInSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name, good, bad string
+		got             func(*Bayes) float64
+		want            float64
+	}{
+		{"feasibility_weight", "0.5", "-1", func(b *Bayes) float64 { return b.FeasibilityWeight }, 0.5},
+		{"output_floor", "0.25", "1", func(b *Bayes) float64 { return b.OutputFloor }, 0.25},
+		{"lengthscale_prior", "1", "2", func(b *Bayes) float64 { return float64(b.LengthscalePrior) }, 1},
+	} {
+		st, err := New("bayes", map[string]string{tc.name: tc.good})
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.name, tc.good, err)
+		}
+		if b, ok := st.(*Bayes); !ok || tc.got(b) != tc.want {
+			t.Errorf("%s %s: got %#v, want a Bayes with it at %v", tc.name, tc.good, st, tc.want)
+		}
+		st, err = New("bayes", map[string]string{tc.name: tc.bad})
+		if err == nil {
+			err = st.Validate(nil)
+		}
+		if err == nil || !strings.Contains(err.Error(), "search.settings."+tc.name) {
+			t.Errorf("%s %s: got %v, want refused naming the field", tc.name, tc.bad, err)
+		}
 	}
 }
