@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -431,7 +432,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Within) == len(r.Targets) {
 		var w []string
 		for i, t := range r.Targets {
-			w = append(w, fmt.Sprintf("%g%%: %d", 100*t, r.Within[i]))
+			w = append(w, fmt.Sprintf("%s: %d", pct(t), r.Within[i]))
 		}
 		fmt.Fprintf(&b, "; configurations within each target: %s", strings.Join(w, ", "))
 	}
@@ -441,7 +442,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"strategy"}
 	for _, t := range r.Targets {
-		head = append(head, fmt.Sprintf("%g%% med", 100*t), fmt.Sprintf("%g%% p90", 100*t), "reached")
+		head = append(head, pct(t)+" med", pct(t)+" p90", "reached")
 	}
 	head = append(head, "pick feasible", "pick/best", "stop@ med", "pick/best@stop", "suggest")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
@@ -464,6 +465,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// pct writes a target fraction as a percentage without the float's
+// binary noise: 0.944 is "94.4%", not "94.39999999999999%".
+func pct(t float64) string {
+	return strconv.FormatFloat(math.Round(t*1e4)/100, 'f', -1, 64) + "%"
 }
 
 func trials(v float64, budget int) string {

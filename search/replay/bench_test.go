@@ -122,6 +122,16 @@ func TestNearestRank(t *testing.T) {
 	}
 }
 
+// TestPct: a target computed as 1 − resolution prints as a person would
+// write it, not with the float's binary noise.
+func TestPct(t *testing.T) {
+	for in, want := range map[float64]string{1 - 0.056: "94.4%", 0.95: "95%", 0.99: "99%", 1 - 0.0085: "99.15%"} {
+		if got := pct(in); got != want {
+			t.Errorf("pct(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestWriteTable(t *testing.T) {
 	s := smallSurface(t, 1, 2)
 	rep, err := Bench(t.Context(), s, BenchOptions{Strategies: []search.Strategy{&search.Grid{}, &search.Random{}}, Seeds: 2, Budget: 5, Horizon: 5})
