@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -392,5 +393,67 @@ func TestBayesToleratesGarbageMeasurements(t *testing.T) {
 	m, _ := margin(throughput, s.rules.SLO, hist[5])
 	if math.IsNaN(m) {
 		t.Error("a NaN error rate gave a NaN margin")
+	}
+}
+
+// TestBayesHedgeFollowsTheMemberThatImproves: after the design, a history
+// whose hill-climbing steps each raised the best by 10% and whose other
+// trials raised nothing hands most next suggestions to hill-climbing; the
+// reverse history hands most to the model.
+func TestBayesHedgeFollowsTheMemberThatImproves(t *testing.T) {
+	s := conformanceSpace(t)
+	all, err := s.Runnable(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Bayes{Hedge: 10}
+	st := b.settings()
+	build := func(climbWins bool) []Trial {
+		var hist []Trial
+		q := 100.0
+		add := func(c Config, improve bool) {
+			if improve {
+				q *= 1.1
+			}
+			v := q
+			if !improve {
+				v = 50
+			}
+			hist = append(hist, Trial{Config: c, Outcome: Succeeded, Measured: true, Value: v, QPS: v, P99: 10 * time.Millisecond, Feasible: true})
+		}
+		for i := range st.init {
+			add(all[len(all)-1-i], true)
+		}
+		for i := range 12 {
+			if i%2 == 0 {
+				steps, err := (&HillClimb{}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+				if err != nil || len(steps) != 1 {
+					t.Fatalf("hill-climb step: %v %v", steps, err)
+				}
+				add(steps[0].Config, climbWins)
+				continue
+			}
+			// A configuration hill-climbing would not have taken next:
+			// the model's.
+			for _, c := range all[i*7:] {
+				if !slices.ContainsFunc(hist, func(tr Trial) bool { return tr.Config.Key() == c.Key() }) {
+					add(c, !climbWins)
+					break
+				}
+			}
+		}
+		return hist
+	}
+	for _, climbWins := range []bool{true, false} {
+		hist := build(climbWins)
+		local := 0
+		for seed := range uint64(40) {
+			if b.hedgeTurn(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: seed}, st) {
+				local++
+			}
+		}
+		if climbWins && local < 30 || !climbWins && local > 10 {
+			t.Errorf("hill-climbing improved: %v; it got %d of 40 draws", climbWins, local)
+		}
 	}
 }

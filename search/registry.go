@@ -69,6 +69,7 @@ var registry = []StrategySpec{
 		intSetting("structure", func(b *Bayes, v int) { b.Structure = v }),
 		intSetting("portfolio", func(b *Bayes, v int) { b.Portfolio = v }),
 		intSetting("stall", func(b *Bayes, v int) { b.Stall = v }),
+		intSetting("hedge", func(b *Bayes, v int) { b.Hedge = v }),
 		floatSetting("feasibility_weight", func(b *Bayes, v float64) { b.FeasibilityWeight = v }),
 		floatSetting("output_floor", func(b *Bayes, v float64) { b.OutputFloor = v }),
 		intSetting("lengthscale_prior", func(b *Bayes, v int) { b.LengthscalePrior = v }),

@@ -77,6 +77,7 @@ func TestBayesOptInSettings(t *testing.T) {
 	}{
 		{"feasibility_weight", "0.5", "-1", func(b *Bayes) float64 { return b.FeasibilityWeight }, 0.5},
 		{"output_floor", "0.25", "1", func(b *Bayes) float64 { return b.OutputFloor }, 0.25},
+		{"hedge", "10", "-1", func(b *Bayes) float64 { return float64(b.Hedge) }, 10},
 		{"lengthscale_prior", "1", "2", func(b *Bayes) float64 { return float64(b.LengthscalePrior) }, 1},
 	} {
 		st, err := New("bayes", map[string]string{tc.name: tc.good})
