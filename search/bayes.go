@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -80,6 +81,17 @@ type Bayes struct {
 	// a global model that has stopped paying gives way to a local step
 	// around what it found. 0 or negative: off.
 	Stall int
+	// Hedge, when positive, lets the model and a hill-climbing step
+	// (hillclimb.go) take turns by how each has done over the last Hedge
+	// trials after the design: a trial is credited to hill-climbing when
+	// it is the step hill-climbing would have taken from the history before
+	// it, else to the model, and counts as a success when it raised the
+	// best feasible objective by 1% or more. Each suggestion goes to the
+	// member whose draw from its Beta(1 + successes, 1 + failures) is
+	// higher (Thompson sampling, the draw seeded by the study's seed and the
+	// history's length, so Suggest stays a function of its request). 0:
+	// off.
+	Hedge int
 	// FeasibilityWeight is the power the probability of feasibility is
 	// raised to in the acquisition; 0 means 1 (constrained EI as is).
 	// Below 1 it leans towards the SLO's edge, where the best
@@ -159,6 +171,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.OutputFloor < 0 || b.OutputFloor >= 1 || math.IsNaN(b.OutputFloor) {
 		ps.Add("search.settings.output_floor", "must be a quantile in [0, 1) (0 for off), got %v", b.OutputFloor)
+	}
+	if b.Hedge < 0 {
+		ps.Add("search.settings.hedge", "must not be negative (0 for off), got %d", b.Hedge)
 	}
 	if b.LengthscalePrior < 0 || b.LengthscalePrior > 1 {
 		ps.Add("search.settings.lengthscale_prior", "must be 0 (the default) or 1 (dimension-scaled), got %d", b.LengthscalePrior)
@@ -287,7 +302,7 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 	if len(out) == req.N || len(out) < min(design, req.N) {
 		return out, nil // done, or the space ran out
 	}
-	if req.N == 1 && design == 0 && obs.ran >= st.init && b.localTurn(req, st, obs) {
+	if req.N == 1 && design == 0 && obs.ran >= st.init && b.localTurn(ctx, req, st, obs) {
 		steps, err := (&HillClimb{}).Suggest(ctx, req)
 		if err != nil {
 			return nil, err
@@ -317,15 +332,85 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 // localTurn reports whether the next suggestion is the portfolio's local
 // step: every Portfolio-th after the design, or (Stall) while the model's
 // trials have stopped raising the best feasible objective.
-func (b *Bayes) localTurn(req Request, st bayesSettings, obs observations) bool {
+func (b *Bayes) localTurn(ctx context.Context, req Request, st bayesSettings, obs observations) bool {
 	if p := b.Portfolio; p > 0 && (obs.ran-st.init)%p == p-1 {
 		return true
+	}
+	if b.Hedge > 0 {
+		return b.hedgeTurn(ctx, req, st)
 	}
 	if b.Stall <= 0 {
 		return false
 	}
 	since := sinceImprovement(req)
 	return since >= b.Stall && (since-b.Stall)%2 == 0
+}
+
+// hedgeTurn is Hedge's draw: whether hill-climbing, rather than the
+// model, takes the next suggestion.
+func (b *Bayes) hedgeTurn(ctx context.Context, req Request, st bayesSettings) bool {
+	var ran []int // indices of the trials that ran, in order
+	for i, tr := range req.History {
+		if tr.Outcome.ran() {
+			ran = append(ran, i)
+		}
+	}
+	if len(ran) <= st.init {
+		return false
+	}
+	post := ran[st.init:]
+	post = post[max(0, len(post)-b.Hedge):]
+	var win, loss [2]float64 // [0] model, [1] hill-climbing
+	hc := &HillClimb{}
+	for _, i := range post {
+		before := req.History[:i]
+		member := 0
+		sub := req
+		sub.History, sub.N = before, 1
+		if steps, err := hc.Suggest(ctx, sub); err == nil && len(steps) == 1 && steps[0].Config.Key() == req.History[i].Config.Key() {
+			member = 1
+		}
+		if raisedBest(req.Objective, before, req.History[i]) {
+			win[member]++
+		} else {
+			loss[member]++
+		}
+	}
+	rng := rand.New(rand.NewPCG(req.Seed, uint64(len(req.History))))
+	draw := func(m int) float64 {
+		return distuv.Beta{Alpha: 1 + win[m], Beta: 1 + loss[m], Src: rng}.Rand()
+	}
+	model := draw(0)
+	return draw(1) > model
+}
+
+// raisedBest reports whether tr, run after before, raised the best
+// feasible objective by 1% or more (any feasible trial does when none
+// before it was).
+func raisedBest(o Objective, before []Trial, tr Trial) bool {
+	v, ok := feasibleLog(o, tr)
+	if !ok {
+		return false
+	}
+	for _, p := range before {
+		if w, ok := feasibleLog(o, p); ok && v <= w+math.Log(1.01) {
+			return false
+		}
+	}
+	return true
+}
+
+// feasibleLog is a measured feasible trial's objective on a log scale,
+// larger better.
+func feasibleLog(o Objective, tr Trial) (float64, bool) {
+	if tr.Outcome != Succeeded || !tr.Measured || !tr.Feasible || !(tr.Value > 0) {
+		return 0, false
+	}
+	v := math.Log(tr.Value)
+	if o.Direction() == Minimize {
+		v = -v
+	}
+	return v, true
 }
 
 // sinceImprovement counts the trials that ran after the last one that
@@ -338,14 +423,8 @@ func sinceImprovement(req Request) int {
 			continue
 		}
 		since++
-		if tr.Outcome != Succeeded || !tr.Measured || !tr.Feasible || !(tr.Value > 0) {
-			continue
-		}
-		v := math.Log(tr.Value)
-		if req.Objective.Direction() == Minimize {
-			v = -v
-		}
-		if !have || v > best+math.Log(1.01) {
+		v, ok := feasibleLog(req.Objective, tr)
+		if ok && (!have || v > best+math.Log(1.01)) {
 			since = 0
 			best, have = v, true
 		}
