@@ -563,9 +563,9 @@ func (s *Surface) Resolution() float64 {
 			if m.failed() {
 				continue
 			}
-			v := s.value(m.QPS, time.Duration(m.P99Micros*float64(time.Microsecond)))
-			if s.Header.Objective == objective.MaxCapacity {
-				v = m.capacity()
+			v := m.capacity()
+			if s.Header.Objective != objective.MaxCapacity {
+				v = s.value(m.QPS, m.P99())
 			}
 			vals = append(vals, v)
 		}
