@@ -457,3 +457,57 @@ func TestBayesHedgeFollowsTheMemberThatImproves(t *testing.T) {
 		}
 	}
 }
+
+// TestBayesFillPicksFarFromWhatRan: with the starting points and three
+// configurations of the largest batches run, Fill's first space-filling
+// point lies farther from every trial than the next Halton point does
+// (the Halton order's first pick, which is in Fill's pool), and no point
+// repeats a trial or another pick.
+func TestBayesFillPicksFarFromWhatRan(t *testing.T) {
+	s := conformanceSpace(t)
+	all, err := s.Runnable(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The known starting points ran, and three configurations of the
+	// largest batches.
+	hist := []Trial{toyTrial(s, s.Defaults()), toyTrial(s, s.Recipe())}
+	for i := len(all) - 1; len(hist) < 5; i-- {
+		hist = append(hist, toyTrial(s, all[i]))
+	}
+	nearest := func(b *Bayes, c Config) float64 {
+		x, _ := b.inputs(s, c)
+		d := math.Inf(1)
+		for _, tr := range hist {
+			y, _ := b.inputs(s, tr.Config)
+			d = math.Min(d, sqDist(x, y))
+		}
+		return d
+	}
+	picks := map[int][]Suggestion{}
+	for _, fill := range []int{0, 1} {
+		b := &Bayes{Fill: fill}
+		sugg, err := b.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 3, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sugg) != 3 {
+			t.Fatalf("fill %d: %d suggestions, want 3", fill, len(sugg))
+		}
+		seen := map[string]bool{}
+		for _, tr := range hist {
+			seen[tr.Config.Key()] = true
+		}
+		for _, sg := range sugg {
+			if sg.Reason != "space-filling" || seen[sg.Config.Key()] {
+				t.Errorf("fill %d: %v (%s) is not a new space-filling point", fill, sg.Config, sg.Reason)
+			}
+			seen[sg.Config.Key()] = true
+		}
+		picks[fill] = sugg
+	}
+	b := &Bayes{}
+	if far, halton := nearest(b, picks[1][0].Config), nearest(b, picks[0][0].Config); far <= halton {
+		t.Errorf("maximin's first pick %v is %.3f from the trials, Halton's %v %.3f: want farther", picks[1][0].Config, far, picks[0][0].Config, halton)
+	}
+}

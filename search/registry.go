@@ -73,6 +73,7 @@ var registry = []StrategySpec{
 		floatSetting("feasibility_weight", func(b *Bayes, v float64) { b.FeasibilityWeight = v }),
 		floatSetting("output_floor", func(b *Bayes, v float64) { b.OutputFloor = v }),
 		intSetting("lengthscale_prior", func(b *Bayes, v int) { b.LengthscalePrior = v }),
+		intSetting("fill", func(b *Bayes, v int) { b.Fill = v }),
 	}},
 }
 
