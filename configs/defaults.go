@@ -156,7 +156,7 @@ var fieldDocs = map[string]string{
 	"load.warmup.requests":      "Warmup requests sent at least.",
 	"load.warmup.until_settled": "Then warm up until the latency of successive windows settles.",
 	"load.warmup.max_duration":  "Longest warmup.",
-	"load.min_duration":         "A trial measures until its figures are stable, but at least min_duration",
+	"load.min_duration":         "A trial measures until its figures are stable (3 one-second windows at the\nfewest), but at least min_duration",
 	"load.max_duration":         "and at most max_duration.",
 
 	"slo":            "The service-level objective a configuration must meet to be feasible.",

@@ -65,7 +65,12 @@ type MeasureOptions struct {
 	MinDuration time.Duration // default 5s
 	MaxDuration time.Duration // default 60s
 	Window      time.Duration // default 1s; whole seconds
-	MinWindows  int           // default 5
+	// MinWindows is the fewest windows a stable run has; default 3, the
+	// fewest for which a Student-t interval is worth computing (with 2
+	// degrees of freedom it is wide: only steady windows pass). It is a
+	// floor under MinDuration, which is what studies set: with 1 s
+	// windows, min_duration 10s means at least 10 windows.
+	MinWindows int
 
 	ThroughputTolerance float64 // default 0.03 (±3%)
 	P99Tolerance        float64 // default 0.10 (±10%)
@@ -111,7 +116,7 @@ func (o *MeasureOptions) withDefaults() MeasureOptions {
 	}
 	def(&m.MaxPacingLag, lag)
 	if m.MinWindows == 0 {
-		m.MinWindows = 5
+		m.MinWindows = 3
 	}
 	if m.ThroughputTolerance == 0 {
 		m.ThroughputTolerance = 0.03

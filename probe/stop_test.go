@@ -146,6 +146,12 @@ func TestStabilityRule(t *testing.T) {
 	if st := rule.evaluate(ws, h); st.Stable {
 		t.Errorf("3 windows within 10%% accepted: %+v", st)
 	}
+	// At the default floor of 3 windows it is the interval that refuses
+	// them, not their number.
+	three := stabilityRule{minWindows: 3, tolT: 0.03, tolP: 0.10}
+	if st := three.evaluate(ws, h); st.Stable || !strings.Contains(st.Unmet, "throughput") {
+		t.Errorf("3 windows within 10%% with a floor of 3: %+v, want refused on throughput", st)
+	}
 }
 
 func TestSettled(t *testing.T) {
