@@ -511,3 +511,39 @@ func TestBayesFillPicksFarFromWhatRan(t *testing.T) {
 		t.Errorf("maximin's first pick %v is %.3f from the trials, Halton's %v %.3f: want farther", picks[1][0].Config, far, picks[0][0].Config, halton)
 	}
 }
+
+// TestBayesLittleResiduals: with Little on, a closed-loop throughput study
+// gives the constraint model log(P99/SLO) + log QPS, which is the same for
+// two trials whose P99 × QPS agree (one tail ratio); off, or under an
+// open-loop load, it gives none.
+func TestBayesLittleResiduals(t *testing.T) {
+	spec := configs.SpaceSpec{
+		{Name: MaxBatchSize, Min: i64(8), Max: i64(64), Scale: configs.ScalePow2},
+		{Name: BatchTimeoutMicros, Values: []int64{0, 2000, 5000}},
+	}
+	closed := mustSpace(t, spec, Rules{SLO: 30 * time.Millisecond, Cores: 2, InFlight: 32})
+	open := mustSpace(t, spec, Rules{SLO: 30 * time.Millisecond, Cores: 2})
+	trial := func(s *Space, mbs int64, qps float64, p99 time.Duration) Trial {
+		c := Config{{Name: MaxBatchSize, Value: mbs}, {Name: BatchTimeoutMicros, Value: 0}}
+		return Trial{Config: c, Outcome: Succeeded, Measured: true, Value: qps, QPS: qps, P99: p99, Feasible: p99 <= s.rules.SLO}
+	}
+	for _, tc := range []struct {
+		name  string
+		b     *Bayes
+		s     *Space
+		wantN int
+	}{
+		{"on, closed loop", &Bayes{Little: 1}, closed, 2},
+		{"off", &Bayes{}, closed, 0},
+		{"on, open loop", &Bayes{Little: 1}, open, 0},
+	} {
+		hist := []Trial{trial(tc.s, 8, 1000, 40*time.Millisecond), trial(tc.s, 16, 2000, 20*time.Millisecond)}
+		obs := tc.b.observe(Request{Space: tc.s, Objective: throughput, History: hist, N: 1, Seed: 1})
+		if len(obs.ry) != tc.wantN || len(obs.cy) != 2 {
+			t.Fatalf("%s: %d residuals and %d margins, want %d and 2", tc.name, len(obs.ry), len(obs.cy), tc.wantN)
+		}
+		if tc.wantN == 2 && math.Abs(obs.ry[0]-obs.ry[1]) > 1e-9 {
+			t.Errorf("%s: residuals %v differ for one tail ratio (margins %v)", tc.name, obs.ry, obs.cy)
+		}
+	}
+}

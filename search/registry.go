@@ -74,6 +74,7 @@ var registry = []StrategySpec{
 		floatSetting("output_floor", func(b *Bayes, v float64) { b.OutputFloor = v }),
 		intSetting("lengthscale_prior", func(b *Bayes, v int) { b.LengthscalePrior = v }),
 		intSetting("fill", func(b *Bayes, v int) { b.Fill = v }),
+		intSetting("little", func(b *Bayes, v int) { b.Little = v }),
 	}},
 }
 

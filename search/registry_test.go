@@ -80,6 +80,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"hedge", "10", "-1", func(b *Bayes) float64 { return float64(b.Hedge) }, 10},
 		{"lengthscale_prior", "1", "2", func(b *Bayes) float64 { return float64(b.LengthscalePrior) }, 1},
 		{"fill", "1", "2", func(b *Bayes) float64 { return float64(b.Fill) }, 1},
+		{"little", "1", "2", func(b *Bayes) float64 { return float64(b.Little) }, 1},
 	} {
 		st, err := New("bayes", map[string]string{tc.name: tc.good})
 		if err != nil {
