@@ -245,6 +245,18 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	if repeats < 2 {
 		notes = append(notes, "one repeat per candidate gives no confidence interval")
 	}
+	// A winner by a hair: say so, so that nobody reads the ranking as a
+	// difference the repeats did not show.
+	var ties []string
+	for i := range cands {
+		if c := &cands[i]; c != w && c.Eligible() && overlaps(w.Estimate, c.Estimate) {
+			ties = append(ties, c.Label)
+		}
+	}
+	if len(ties) > 0 {
+		notes = append(notes, fmt.Sprintf("%s is not told apart from %s: their confidence intervals overlap; it ranks first on its %s bound, and either serves about as well",
+			w.Label, strings.Join(ties, " or "), boundName(t.maximize())))
+	}
 	conf.Note = strings.Join(notes, "; ")
 	conf.Why = t.why(w, &base)
 	return conf, trials, nil
@@ -297,8 +309,12 @@ func (t *Tuner) tally(all []Candidate, trials []store.Trial, level float64) {
 
 // undecided says which candidates (the baseline last) need another repeat,
 // and why: a split SLO verdict that more repeats can still settle either
-// way, or, for the two best eligible candidates, intervals that overlap so
-// that the repeats so far cannot say which is better.
+// way, or an interval that overlaps the leader's (the best eligible
+// candidate by rankBefore), so that the repeats so far cannot say which is
+// better. Every such contender is re-measured, not only the runner-up by
+// conservative bound: a candidate with the best mean and a wide interval
+// from two repeats ranks low on its bound, and left alone there it would
+// lose for want of repeats rather than on its figures.
 func (t *Tuner) undecided(all []Candidate, maxRepeats int) ([]bool, []string) {
 	want := make([]bool, len(all))
 	why := make([]string, len(all))
@@ -312,26 +328,29 @@ func (t *Tuner) undecided(all []Candidate, maxRepeats int) ([]bool, []string) {
 			want[i], why[i] = true, fmt.Sprintf("met the SLO in %d of %d repeats", c.Feasible, c.Repeats)
 		}
 	}
-	// The two best eligible candidates (the baseline is not one).
-	first, second := -1, -1
+	// The leader among the eligible candidates (the baseline is not one).
+	lead := -1
 	for i := range all[:len(all)-1] {
-		c := &all[i]
-		if !c.Eligible() {
-			continue
-		}
-		switch {
-		case first < 0 || t.rankBefore(c, &all[first]):
-			first, second = i, first
-		case second < 0 || t.rankBefore(c, &all[second]):
-			second = i
+		if c := &all[i]; c.Eligible() && (lead < 0 || t.rankBefore(c, &all[lead])) {
+			lead = i
 		}
 	}
-	if first >= 0 && second >= 0 && overlaps(all[first].Estimate, all[second].Estimate) {
-		for _, i := range []int{first, second} {
-			if all[i].Repeats < maxRepeats && !want[i] {
-				want[i], why[i] = true, fmt.Sprintf("its interval overlaps %s's", all[first+second-i].Label)
-			}
+	if lead < 0 {
+		return want, why
+	}
+	var rivals []string
+	for i := range all[:len(all)-1] {
+		c := &all[i]
+		if i == lead || !c.Eligible() || !overlaps(all[lead].Estimate, c.Estimate) {
+			continue
 		}
+		rivals = append(rivals, c.Label)
+		if c.Repeats < maxRepeats && !want[i] {
+			want[i], why[i] = true, fmt.Sprintf("its interval overlaps %s's", all[lead].Label)
+		}
+	}
+	if len(rivals) > 0 && all[lead].Repeats < maxRepeats && !want[lead] {
+		want[lead], why[lead] = true, fmt.Sprintf("its interval overlaps %s's", strings.Join(rivals, "'s and "))
 	}
 	return want, why
 }
@@ -436,3 +455,10 @@ func firstReason(rs []string) string {
 }
 
 func (t *Tuner) maximize() bool { return t.objective.Direction() == search.Maximize }
+
+func boundName(maximize bool) string {
+	if maximize {
+		return "lower"
+	}
+	return "upper"
+}

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -197,5 +198,76 @@ func TestConfirmationMeasuresMoreWhenTheVerdictIsSplit(t *testing.T) {
 	}
 	if rep.Confirmation.Baseline.Repeats != 2 {
 		t.Errorf("baseline measured %d times: its verdict was not split, want only the 2 planned repeats", rep.Confirmation.Baseline.Repeats)
+	}
+}
+
+// TestUndecidedRemeasuresEveryRival: after two repeats each (the figures
+// of a real run of configs/examples/emulator-mlp.yaml, 2026-12-05), the
+// candidate with the best mean but a wide two-repeat interval ranks last
+// by its lower bound. It overlaps the leader, so it is re-measured, as are
+// the leader and the seed recipe (which overlaps too); the baseline is
+// not. (Re-measuring only the two best by lower bound left it at two
+// repeats, and it lost for want of them.)
+func TestUndecidedRemeasuresEveryRival(t *testing.T) {
+	s := testStudy(t, "")
+	tu := newTestTuner(t, s, storetest.Open(t), &fakeRuntime{}, &fakeProber{}, nil)
+	level := s.Confirmation.Confidence
+	cand := func(label string, samples ...float64) Candidate {
+		c := Candidate{Label: label, Samples: samples, Repeats: len(samples), Feasible: len(samples)}
+		c.Estimate = estimate.Of(samples, level)
+		c.Bound = c.Estimate.Low
+		return c
+	}
+	all := []Candidate{
+		cand("trial 3", 8731.7, 8951.5),
+		cand("trial 2", 8570.8, 9710.9),
+		cand("seed recipe", 6537.4, 6717.6),
+		cand("baseline", 4782.6, 5518.2),
+	}
+	if !tu.rankBefore(&all[0], &all[1]) || !tu.rankBefore(&all[2], &all[1]) {
+		t.Fatalf("fixture: want trial 2 last by lower bound: %+v", all)
+	}
+	want, why := tu.undecided(all, 6)
+	if !slices.Equal(want, []bool{true, true, true, false}) {
+		t.Errorf("re-measured %v, want [true true true false] (trial 3, trial 2, recipe, baseline); why: %q", want, why)
+	}
+	if !strings.Contains(why[1], "overlaps trial 3's") || !strings.Contains(why[0], "trial 2") {
+		t.Errorf("reasons %q", why)
+	}
+}
+
+// TestConfirmationNamesATie: when the winner's interval overlaps another
+// eligible candidate's after the repeats, the verdict says they were not
+// told apart; when the repeats separate them, it does not.
+func TestConfirmationNamesATie(t *testing.T) {
+	for _, tie := range []bool{true, false} {
+		s := testStudy(t, "")
+		s.Confirmation.Repeats, s.Confirmation.MaxRepeats = 2, 2
+		rt := &fakeRuntime{}
+		var mu sync.Mutex
+		calls := 0
+		surface := func(b configs.Batching) (float64, time.Duration) {
+			qps, p99 := testSurface(b)
+			if tie {
+				// Every configuration serves about the same, alternating
+				// ±10% from call to call: intervals that overlap.
+				mu.Lock()
+				calls++
+				qps = 1000 * (1 + 0.1*float64(calls%2*2-1))
+				mu.Unlock()
+			}
+			return qps, p99
+		}
+		tu := newTestTuner(t, s, storetest.Open(t), rt, &fakeProber{rt: rt, surface: surface}, nil)
+		rep, err := tu.Run(t.Context(), RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := rep.Confirmation.WinnerCandidate(); w == nil {
+			t.Fatalf("tie %v: no winner: %s", tie, rep.Confirmation.Note)
+		}
+		if got := strings.Contains(rep.Confirmation.Note, "not told apart"); got != tie {
+			t.Errorf("tie %v: note %q", tie, rep.Confirmation.Note)
+		}
 	}
 }
