@@ -547,3 +547,29 @@ func TestBayesLittleResiduals(t *testing.T) {
 		}
 	}
 }
+
+// TestBayesStopExpectationIgnoresXi: the expectation a suggestion carries
+// for the stop rule is measured beyond stopXi whatever Xi the acquisition
+// uses: scored alone, one configuration carries the same Expected under
+// Xi 0.01 and 0.5 (and a positive one).
+func TestBayesStopExpectationIgnoresXi(t *testing.T) {
+	s := conformanceSpace(t)
+	hist := run(t, &Bayes{}, s, 1, 1, 12)
+	fresh, err := (&Bayes{}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+	if err != nil || len(fresh) != 1 {
+		t.Fatalf("suggest: %v %v", fresh, err)
+	}
+	idx, _ := s.indexOf(fresh[0].Config)
+	var got []float64
+	for _, xi := range []float64{0.01, 0.5} {
+		b := &Bayes{Xi: xi}
+		sg, err := b.acquire(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1}, b.settings(), b.observe(Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1}), takenFrom(s, hist), 1, [][]int{idx})
+		if err != nil || len(sg) != 1 || sg[0].Expected == nil {
+			t.Fatalf("xi %v: %v %v", xi, sg, err)
+		}
+		got = append(got, *sg[0].Expected)
+	}
+	if !(got[0] > 0) || math.Abs(got[0]-got[1]) > 1e-12*got[0] {
+		t.Errorf("Expected under xi 0.01 and 0.5: %v, want equal and positive", got)
+	}
+}
