@@ -10,6 +10,8 @@
 #   experiments/surfaces/run.sh validate MODEL   simulation vs real/MODEL-valid.jsonl, a table of ratios
 #   experiments/surfaces/run.sh surface NAME     every configuration of specs/NAME.json simulated -> NAME.jsonl
 #                                                (a max_capacity spec: a capacity search per run)
+#   experiments/surfaces/run.sh refine NAME      reference runs for NAME.jsonl's contenders, repeated until the best
+#                                                and all within reach of it have them (the truth; never replayed)
 #   experiments/surfaces/run.sh capcheck NAME    capacity search vs a sweep of 20 rates on 5 configurations
 #   experiments/surfaces/run.sh all              the whole chain for ranker and mlp
 #
@@ -75,6 +77,15 @@ surface)
   echo "# $(date -u +%FT%TZ) bin/surfacetool surface -spec $dir/specs/$2.json -o $dir/$2.jsonl"
   bin/surfacetool surface -spec "$dir/specs/$2.json" -o "$dir/$2.jsonl"
   ;;
+refine)
+  build
+  # Capacity runs are noisier (a repeat CV up to 0.2 against 0.05): a
+  # configuration truly at the best can measure 30% under it in 3 runs.
+  within=0.85
+  if grep -q '"max_capacity"' "$dir/specs/$2.json"; then within=0.7; fi
+  echo "# $(date -u +%FT%TZ) bin/surfacetool refine -within $within -spec $dir/specs/$2.json -surface $dir/$2.jsonl"
+  bin/surfacetool refine -within "$within" -spec "$dir/specs/$2.json" -surface "$dir/$2.jsonl"
+  ;;
 capcheck)
   build
   echo "# $(date -u +%FT%TZ) bin/surfacetool capcheck -spec $dir/specs/$2.json"
@@ -90,6 +101,7 @@ all)
   done
   for s in "$dir"/specs/*.json; do
     "$0" surface "$(basename "$s" .json)"
+    "$0" refine "$(basename "$s" .json)"
   done
   ;;
 *)

@@ -104,55 +104,19 @@ func surfaceCmd(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("%s: %d configurations, %d runnable, %d runs each\n", sp.Name, space.Size(), len(runnable), sp.Repeats)
 
-	type job struct {
-		i int
-		c search.Config
-	}
-	results := make([][]replay.Measurement, len(runnable))
-	jobs := make(chan job)
-	errs := make(chan error, *workers)
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done := 0
-	for range *workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				ms, err := simulateConfig(ctx, sp, m.Desc, cal, space, j.c, 0, sp.Repeats)
-				if err != nil {
-					errs <- fmt.Errorf("%s: %w", j.c, err)
-					return
-				}
-				results[j.i] = ms
-				mu.Lock()
-				done++
-				if done%100 == 0 {
-					fmt.Printf("  %d/%d configurations after %s\n", done, len(runnable), time.Since(started).Round(time.Second))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
-	for i, c := range runnable {
-		select {
-		case jobs <- job{i, c}:
-		case err := <-errs:
-			close(jobs)
-			wg.Wait()
-			return err
-		case <-ctx.Done():
-			break feed
+	results, err := simulateAll(ctx, *workers, runnable, func(c search.Config) ([]replay.Measurement, error) {
+		ms, err := simulateConfig(ctx, sp, m.Desc, cal, space, c, 0, sp.Repeats)
+		mu.Lock()
+		done++
+		if done%100 == 0 {
+			fmt.Printf("  %d/%d configurations after %s\n", done, len(runnable), time.Since(started).Round(time.Second))
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
+		mu.Unlock()
+		return ms, err
+	})
+	if err != nil {
 		return err
 	}
 	for _, ms := range results {
@@ -162,7 +126,18 @@ feed:
 			}
 		}
 	}
-	f, err := os.Create(*out)
+	if err := writeSurface(surf, *out); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s in %s\n", *out, time.Since(started).Round(time.Second))
+	return describe(surf)
+}
+
+// writeSurface writes surf to path through a temporary file renamed into
+// place, so that an interrupted write leaves the old file whole.
+func writeSurface(surf *replay.Surface, path string) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
@@ -173,8 +148,7 @@ feed:
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s in %s\n", *out, time.Since(started).Round(time.Second))
-	return describe(surf)
+	return os.Rename(tmp, path)
 }
 
 // loadSpec reads a surface spec with the calibration and model it names.
