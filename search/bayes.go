@@ -78,6 +78,14 @@ type Bayes struct {
 	// next to TF's defaults, a local step finds it before a global model
 	// has learnt the surface. 0 or negative: the model only.
 	Portfolio int
+	// Explore, when positive, gives every Explore-th suggestion after the
+	// design to the next point of the study's quasi-random (Halton)
+	// sequence instead of the model (ε-greedy with a low-discrepancy
+	// draw): where the model leans away from the region that holds the
+	// best, a quasi-random point still lands there at random's rate. 0 or
+	// negative: the model only, the default: explore 4 won 3 and lost 7 of
+	// 20 comparisons on the ten design surfaces (experiments/search-bench).
+	Explore int
 	// Stall, when positive, hands the next suggestion to a hill-climbing
 	// step from the best trials (hillclimb.go) whenever the last Stall
 	// trials that ran after the design raised the best feasible objective
@@ -193,6 +201,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.OutputFloor < 0 || b.OutputFloor >= 1 || math.IsNaN(b.OutputFloor) {
 		ps.Add("search.settings.output_floor", "must be a quantile in [0, 1) (0 for off), got %v", b.OutputFloor)
+	}
+	if b.Explore < 0 {
+		ps.Add("search.settings.explore", "must not be negative (0 for off), got %d", b.Explore)
 	}
 	if b.Hedge < 0 {
 		ps.Add("search.settings.hedge", "must not be negative (0 for off), got %d", b.Hedge)
@@ -345,8 +356,8 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 	if len(out) == req.N || len(out) < min(design, req.N) {
 		return out, nil // done, or the space ran out
 	}
-	if req.N == 1 && design == 0 && obs.ran >= st.init && b.localTurn(ctx, req, st, obs) {
-		steps, err := (&HillClimb{}).Suggest(ctx, req)
+	if req.N == 1 && design == 0 && obs.ran >= st.init {
+		steps, label, err := b.otherTurn(ctx, req, st, obs, t)
 		if err != nil {
 			return nil, err
 		}
@@ -361,7 +372,7 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 			if len(scored) == 1 {
 				steps[0].Expected = scored[0].Expected
 			}
-			steps[0].Reason = "portfolio: " + steps[0].Reason
+			steps[0].Reason = label + steps[0].Reason
 			return steps, nil
 		}
 	}
@@ -370,6 +381,25 @@ func (b *Bayes) Suggest(ctx context.Context, req Request) ([]Suggestion, error) 
 		return nil, err
 	}
 	return append(out, more...), nil
+}
+
+// otherTurn returns the suggestion that someone other than the model
+// makes this turn, with the label its reason carries: the next quasi-random
+// point on Explore's turn, a hill-climbing step on the portfolio's (or
+// Stall's, or Hedge's); none when it is the model's turn.
+func (b *Bayes) otherTurn(ctx context.Context, req Request, st bayesSettings, obs observations, t taken) ([]Suggestion, string, error) {
+	if e := b.Explore; e > 0 && (obs.ran-st.init)%e == e-1 {
+		pts, err := req.Space.halton(ctx, req.Seed, maps(t), 1)
+		if err != nil || len(pts) == 0 {
+			return nil, "", err
+		}
+		return []Suggestion{{Config: req.Space.configAt(pts[0]), Reason: "quasi-random"}}, "explore: ", nil
+	}
+	if !b.localTurn(ctx, req, st, obs) {
+		return nil, "", nil
+	}
+	steps, err := (&HillClimb{}).Suggest(ctx, req)
+	return steps, "portfolio: ", err
 }
 
 // localTurn reports whether the next suggestion is the portfolio's local

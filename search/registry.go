@@ -75,6 +75,7 @@ var registry = []StrategySpec{
 		intSetting("lengthscale_prior", func(b *Bayes, v int) { b.LengthscalePrior = v }),
 		intSetting("fill", func(b *Bayes, v int) { b.Fill = v }),
 		intSetting("little", func(b *Bayes, v int) { b.Little = v }),
+		intSetting("explore", func(b *Bayes, v int) { b.Explore = v }),
 	}},
 }
 

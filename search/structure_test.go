@@ -105,6 +105,46 @@ func TestBayesDesignStartsFromTheSplits(t *testing.T) {
 	}
 }
 
+// With explore 3, every third suggestion after the design is the next
+// unfinished point of the study's Halton sequence, scored by the model so
+// the stop rule can read it; the others are the model's.
+func TestBayesExploreGivesEveryThirdTrialToTheHaltonSequence(t *testing.T) {
+	s := conformanceSpace(t)
+	hist := run(t, &Bayes{Init: 4}, s, 5, 1, 10)
+	explored := 0
+	for len(hist) < 16 {
+		req := Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 5}
+		sugg, err := (&Bayes{Init: 4, Explore: 3}).Suggest(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sugg) != 1 {
+			t.Fatalf("got %d suggestions after %d trials, want 1", len(sugg), len(hist))
+		}
+		isExplore := sugg[0].Reason == "explore: quasi-random"
+		if want := (len(hist)-4)%3 == 2; isExplore != want {
+			t.Errorf("after %d trials: reason %q, explore %v, want %v", len(hist), sugg[0].Reason, isExplore, want)
+		}
+		if isExplore {
+			explored++
+			pts, err := s.halton(t.Context(), 5, takenFrom(s, hist), 1)
+			if err != nil || len(pts) != 1 {
+				t.Fatalf("halton: %v, %d points", err, len(pts))
+			}
+			if want := s.configAt(pts[0]); !sugg[0].Config.Equal(want) {
+				t.Errorf("explore after %d trials suggested %s, want the next Halton point %s", len(hist), sugg[0].Config, want)
+			}
+			if sugg[0].Expected == nil {
+				t.Errorf("explore point after %d trials has no expected improvement", len(hist))
+			}
+		}
+		hist = append(hist, toyTrial(s, sugg[0].Config))
+	}
+	if explored != 2 {
+		t.Errorf("%d explore points in trials 11–16, want 2", explored)
+	}
+}
+
 // With a portfolio of 3, every third suggestion after the design is a
 // hill-climbing step, scored by the model so the stop rule can read it.
 func TestBayesPortfolioGivesEveryThirdTrialToHillClimbing(t *testing.T) {
