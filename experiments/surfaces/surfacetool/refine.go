@@ -71,12 +71,15 @@ func refineCmd(ctx context.Context, args []string) error {
 			return err
 		}
 		for _, ms := range results {
-			for _, m := range ms {
-				m.Reference = true
-				if err := surf.Add(m); err != nil {
+			for _, run := range ms {
+				run.Reference = true
+				if err := surf.Add(run); err != nil {
 					return err
 				}
 			}
+		}
+		if pass == *passes {
+			fmt.Printf("%s: -passes %d spent; the best may still move (run refine again)\n", surf.Name, *passes)
 		}
 	}
 	if err := writeSurface(surf, *path); err != nil {
