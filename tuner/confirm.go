@@ -210,14 +210,8 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	t.tally(all, trials, level)
 	cands, base = all[:len(all)-1], all[len(all)-1]
 	conf.Candidates, conf.Baseline = cands, base
-	for i := range cands {
-		c := &cands[i]
-		if !c.Eligible() {
-			continue
-		}
-		if conf.Winner == nil || t.rankBefore(c, &cands[*conf.Winner]) {
-			conf.Winner = &i
-		}
+	if i := t.leader(cands); i >= 0 {
+		conf.Winner = &i
 	}
 	w := conf.WinnerCandidate()
 	if w == nil {
@@ -248,10 +242,8 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	// A winner by a hair: say so, so that nobody reads the ranking as a
 	// difference the repeats did not show.
 	var ties []string
-	for i := range cands {
-		if c := &cands[i]; c != w && c.Eligible() && overlaps(w.Estimate, c.Estimate) {
-			ties = append(ties, c.Label)
-		}
+	for _, i := range rivals(cands, *conf.Winner) {
+		ties = append(ties, cands[i].Label)
 	}
 	if len(ties) > 0 {
 		notes = append(notes, fmt.Sprintf("%s is not told apart from %s: their confidence intervals overlap; it ranks first on its %s bound, and either serves about as well",
@@ -329,30 +321,46 @@ func (t *Tuner) undecided(all []Candidate, maxRepeats int) ([]bool, []string) {
 		}
 	}
 	// The leader among the eligible candidates (the baseline is not one).
-	lead := -1
-	for i := range all[:len(all)-1] {
-		if c := &all[i]; c.Eligible() && (lead < 0 || t.rankBefore(c, &all[lead])) {
-			lead = i
-		}
-	}
+	cands := all[:len(all)-1]
+	lead := t.leader(cands)
 	if lead < 0 {
 		return want, why
 	}
-	var rivals []string
-	for i := range all[:len(all)-1] {
-		c := &all[i]
-		if i == lead || !c.Eligible() || !overlaps(all[lead].Estimate, c.Estimate) {
-			continue
-		}
-		rivals = append(rivals, c.Label)
-		if c.Repeats < maxRepeats && !want[i] {
-			want[i], why[i] = true, fmt.Sprintf("its interval overlaps %s's", all[lead].Label)
+	var labels []string
+	for _, i := range rivals(cands, lead) {
+		labels = append(labels, cands[i].Label)
+		if cands[i].Repeats < maxRepeats && !want[i] {
+			want[i], why[i] = true, fmt.Sprintf("its interval overlaps %s's", cands[lead].Label)
 		}
 	}
-	if len(rivals) > 0 && all[lead].Repeats < maxRepeats && !want[lead] {
-		want[lead], why[lead] = true, fmt.Sprintf("its interval overlaps %s's", strings.Join(rivals, "'s and "))
+	if len(labels) > 0 && cands[lead].Repeats < maxRepeats && !want[lead] {
+		want[lead], why[lead] = true, fmt.Sprintf("its interval overlaps %s's", strings.Join(labels, "'s and "))
 	}
 	return want, why
+}
+
+// leader is the index of the best eligible candidate by rankBefore, or -1
+// when none is eligible.
+func (t *Tuner) leader(cands []Candidate) int {
+	lead := -1
+	for i := range cands {
+		if c := &cands[i]; c.Eligible() && (lead < 0 || t.rankBefore(c, &cands[lead])) {
+			lead = i
+		}
+	}
+	return lead
+}
+
+// rivals lists the eligible candidates other than cands[lead] whose
+// interval overlaps its own: those the repeats have not told apart from it.
+func rivals(cands []Candidate, lead int) []int {
+	var out []int
+	for i := range cands {
+		if c := &cands[i]; i != lead && c.Eligible() && overlaps(cands[lead].Estimate, c.Estimate) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // rankBefore reports whether a ranks before b: a better conservative
