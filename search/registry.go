@@ -76,6 +76,7 @@ var registry = []StrategySpec{
 		intSetting("fill", func(b *Bayes, v int) { b.Fill = v }),
 		intSetting("little", func(b *Bayes, v int) { b.Little = v }),
 		intSetting("explore", func(b *Bayes, v int) { b.Explore = v }),
+		intSetting("bracket", func(b *Bayes, v int) { b.Bracket = v }),
 	}},
 }
 

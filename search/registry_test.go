@@ -82,6 +82,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"fill", "1", "2", func(b *Bayes) float64 { return float64(b.Fill) }, 1},
 		{"little", "1", "2", func(b *Bayes) float64 { return float64(b.Little) }, 1},
 		{"explore", "4", "-1", func(b *Bayes) float64 { return float64(b.Explore) }, 4},
+		{"bracket", "-1", "2", func(b *Bayes) float64 { return float64(b.Bracket) }, -1},
 	} {
 		st, err := New("bayes", map[string]string{tc.name: tc.good})
 		if err != nil {

@@ -121,11 +121,23 @@ func mustParam(name string) paramInfo {
 // Split is the throughput-shaped starting point with k batch threads under
 // a closed-loop load: the rows in the server shared over k threads, a
 // max_batch_size that holds a share, the longest timeout the SLO/3 rule
-// allows (a full batch closes early anyway), the shortest queue, and the
-// fewest gRPC threads that admit every request. ok is false when the space
-// cannot express it (no max_batch_size, no closed-loop load) or the point
-// is not runnable.
-func (s *Space) Split(k int64) (Config, bool) {
+// allows (a full batch closes early anyway), the shortest queue that holds
+// every row in the server (TF Serving turns a request away when the queue
+// is full; the k batches being run and the queued ones hold k + queue
+// batches), and the fewest gRPC threads that admit every request. ok is
+// false when the space cannot express it (no max_batch_size, no
+// closed-loop load) or the point is not runnable.
+func (s *Space) Split(k int64) (Config, bool) { return s.split(k, false) }
+
+// SplitSmall is Split(k) with a smaller batch: max_batch_size at the
+// geometric middle between the space's smallest value and Split's share,
+// the lower end of a bracket around the batch size that Split's points
+// take from above. Where batching barely pays (a CPU model whose cost
+// grows with every row) the best batches are small, and no other start
+// comes near them.
+func (s *Space) SplitSmall(k int64) (Config, bool) { return s.split(k, true) }
+
+func (s *Space) split(k int64, small bool) (Config, bool) {
 	if !s.hasStructure() || s.rules.InFlight <= 0 {
 		return nil, false
 	}
@@ -134,17 +146,24 @@ func (s *Space) Split(k int64) (Config, bool) {
 		idx[i] = s.atLeast(i, int64(s.rules.InFlight))
 	}
 	cap := s.inServer(s.valAt(idx))
+	threads := s.fixedValue(mustParam(NumBatchThreads))
 	if i, ok := s.byName[NumBatchThreads]; ok {
 		idx[i] = s.snapIndex(i, k)
 		k = s.params[i].Values[idx[i]]
+		threads = k
 	}
-	share := (cap + k - 1) / k
-	idx[s.byName[MaxBatchSize]] = s.atLeast(s.byName[MaxBatchSize], share)
+	share := ceilDiv(cap, k)
+	mbs := s.byName[MaxBatchSize]
+	if small {
+		lo := s.params[mbs].Values[0]
+		share = int64(math.Ceil(math.Sqrt(float64(lo) * float64(share))))
+	}
+	idx[mbs] = s.atLeast(mbs, share)
 	if i, ok := s.byName[BatchTimeoutMicros]; ok {
 		idx[i] = s.longestRunnable(idx, i)
 	}
 	if i, ok := s.byName[MaxEnqueuedBatches]; ok {
-		idx[i] = 0
+		idx[i] = s.atLeast(i, ceilDiv(cap, s.params[mbs].Values[idx[mbs]])-threads)
 	}
 	return s.runnableAt(idx)
 }
@@ -215,3 +234,5 @@ func (s *Space) modelInputs(c Config) ([]float64, bool) {
 func (s *Space) modelInputsAt(idx []int) []float64 {
 	return s.structural(s.featuresAt(idx), s.valAt(idx))
 }
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -50,6 +50,62 @@ func TestSplit(t *testing.T) {
 	}
 }
 
+// SplitSmall brackets the batch size from below. With 64 rows in flight
+// over 4 threads Split's share is 16, and the geometric middle between the
+// smallest max_batch_size (1) and 16 is 4; the queue must then hold the
+// rows the 4 running batches do not: 64/4 - 4 = 12 batches, so 16 (Split's
+// own point needs only the shortest). Everything else is Split's. On an
+// axis starting at the share there is nothing below it to bracket.
+func TestSplitSmall(t *testing.T) {
+	s := smallBatchSpace(t)
+	small, ok := s.SplitSmall(4)
+	if !ok {
+		t.Fatal("SplitSmall(4): not expressible")
+	}
+	split := mustSplit(t, s, 4)
+	if v, _ := split.Get(MaxEnqueuedBatches); v != 4 {
+		t.Errorf("Split(4) max_enqueued_batches = %d, want the shortest, 4", v)
+	}
+	for _, a := range split {
+		want := a.Value
+		switch a.Name {
+		case MaxBatchSize:
+			want = 4
+		case MaxEnqueuedBatches:
+			want = 16
+		}
+		if got, _ := small.Get(a.Name); got != want {
+			t.Errorf("SplitSmall(4) %s = %d, want %d", a.Name, got, want)
+		}
+	}
+	if c, ok := demoLikeSpace(t, 16).SplitSmall(4); !ok || !c.Equal(mustSplit(t, demoLikeSpace(t, 16), 4)) {
+		t.Errorf("SplitSmall(4) on an axis from the share = %v, want Split(4)'s point", c)
+	}
+}
+
+// smallBatchSpace has max_batch_size from 1 and 64 rows in flight:
+// SplitSmall(4) is its own point there.
+func smallBatchSpace(t *testing.T) *Space {
+	t.Helper()
+	i64 := func(v int64) *int64 { return &v }
+	return mustSpace(t, configs.SpaceSpec{
+		{Name: MaxBatchSize, Min: i64(1), Max: i64(64), Scale: configs.ScalePow2},
+		{Name: BatchTimeoutMicros, Values: []int64{0, 1000, 5000, 20000, 40000}},
+		{Name: NumBatchThreads, Values: []int64{1, 2, 4}},
+		{Name: MaxEnqueuedBatches, Values: []int64{4, 16, 64}},
+		{Name: GRPCMaxThreads, Values: []int64{8, 64}},
+	}, Rules{SLO: 100 * time.Millisecond, Cores: 2, GPUs: 1, InFlight: 64})
+}
+
+func mustSplit(t *testing.T, s *Space, k int64) Config {
+	t.Helper()
+	c, ok := s.Split(k)
+	if !ok {
+		t.Fatalf("Split(%d): not expressible", k)
+	}
+	return c
+}
+
 // When grpc_max_threads is pinned below the load, it is the cap: a batch
 // cannot exceed the requests the server admits.
 func TestSplitUnderAPinnedGRPCLimit(t *testing.T) {
@@ -102,6 +158,36 @@ func TestBayesDesignStartsFromTheSplits(t *testing.T) {
 	}
 	if c, _ := s.Split(1); !out[0].Config.Equal(c) {
 		t.Errorf("first suggestion %s, want Split(1) %s", out[0].Config, c)
+	}
+}
+
+// Where the batch size can go below Split's share, the design brackets it
+// from below with SplitSmall(4) right after the splits, unless bracket is
+// switched off.
+func TestBayesDesignBracketsTheBatchSize(t *testing.T) {
+	s := smallBatchSpace(t)
+	req := Request{Space: s, Objective: Objective{Kind: MaxThroughput, ErrorBudget: 0.01}, N: 6, Seed: 1}
+	for _, tc := range []struct {
+		bracket int
+		want    []string
+	}{
+		{0, []string{"split", "split", "split", "split-small", "tf-defaults-nearest", "recipe"}},
+		{-1, []string{"split", "split", "split", "tf-defaults-nearest", "recipe", "space-filling"}},
+	} {
+		out, err := (&Bayes{Bracket: tc.bracket}).Suggest(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reasons []string
+		for _, sg := range out {
+			reasons = append(reasons, sg.Reason)
+		}
+		if diff := cmp.Diff(tc.want, reasons); diff != "" {
+			t.Errorf("bracket %d: design reasons (-want +got):\n%s", tc.bracket, diff)
+		}
+		if c, _ := s.SplitSmall(4); tc.bracket == 0 && !out[3].Config.Equal(c) {
+			t.Errorf("fourth suggestion %s, want SplitSmall(4) %s", out[3].Config, c)
+		}
 	}
 }
 
