@@ -12,9 +12,15 @@ import (
 
 func demoLikeSpace(t *testing.T, inFlight int) *Space {
 	t.Helper()
-	i64 := func(v int64) *int64 { return &v }
+	return batchSpace(t, 4, inFlight)
+}
+
+// batchSpace is the demo's space with max_batch_size from minBatch to 64.
+func batchSpace(t *testing.T, minBatch int64, inFlight int) *Space {
+	maxBatch := int64(64)
+	t.Helper()
 	return mustSpace(t, configs.SpaceSpec{
-		{Name: MaxBatchSize, Min: i64(4), Max: i64(64), Scale: configs.ScalePow2},
+		{Name: MaxBatchSize, Min: &minBatch, Max: &maxBatch, Scale: configs.ScalePow2},
 		{Name: BatchTimeoutMicros, Values: []int64{0, 1000, 5000, 20000, 40000}},
 		{Name: NumBatchThreads, Values: []int64{1, 2, 4}},
 		{Name: MaxEnqueuedBatches, Values: []int64{4, 16, 64}},
@@ -87,14 +93,7 @@ func TestSplitSmall(t *testing.T) {
 // SplitSmall(4) is its own point there.
 func smallBatchSpace(t *testing.T) *Space {
 	t.Helper()
-	i64 := func(v int64) *int64 { return &v }
-	return mustSpace(t, configs.SpaceSpec{
-		{Name: MaxBatchSize, Min: i64(1), Max: i64(64), Scale: configs.ScalePow2},
-		{Name: BatchTimeoutMicros, Values: []int64{0, 1000, 5000, 20000, 40000}},
-		{Name: NumBatchThreads, Values: []int64{1, 2, 4}},
-		{Name: MaxEnqueuedBatches, Values: []int64{4, 16, 64}},
-		{Name: GRPCMaxThreads, Values: []int64{8, 64}},
-	}, Rules{SLO: 100 * time.Millisecond, Cores: 2, GPUs: 1, InFlight: 64})
+	return batchSpace(t, 1, 64)
 }
 
 func mustSplit(t *testing.T, s *Space, k int64) Config {
