@@ -50,6 +50,9 @@ type kind struct {
 	// openLoop: measured at a fixed open-loop rate, which a feasible
 	// trial must achieve; otherwise at a fixed closed-loop concurrency.
 	openLoop bool
+	// holdsConcurrency: the value is measured with load.concurrency
+	// requests held in flight the whole time.
+	holdsConcurrency bool
 	// wrongLoad says why the other load shape will not do.
 	wrongLoad string
 	// doc is the study reference's line for it.
@@ -59,7 +62,7 @@ type kind struct {
 // kinds is indexed by Kind; entry 0 is no objective.
 var kinds = []kind{
 	{},
-	MaxThroughput: {name: "max_throughput", direction: Maximize,
+	MaxThroughput: {name: "max_throughput", direction: Maximize, holdsConcurrency: true,
 		wrongLoad: "a closed-loop load (load.mode: closed): at a fixed open-loop rate the throughput is fixed too",
 		doc:       "max_throughput (at load.mode closed, subject to the SLO)"},
 	MinLatency: {name: "min_latency", direction: Minimize, openLoop: true,
@@ -145,6 +148,14 @@ func (k Kind) Direction() Direction {
 // feasible trial must achieve (min_latency), rather than at a fixed
 // closed-loop concurrency (max_throughput).
 func (k Kind) OpenLoop() bool { return k.Known() && kinds[k].openLoop }
+
+// HoldsConcurrency reports whether k's value is measured with
+// load.concurrency requests held in flight the whole time (max_throughput),
+// so that the rows in the server are known before any trial runs. Under
+// max_capacity the concurrency only sizes the burst that starts the search;
+// the value is measured at open-loop rates, where the rows in the server
+// follow the latency (Little's law) and are not known in advance.
+func (k Kind) HoldsConcurrency() bool { return k.Known() && kinds[k].holdsConcurrency }
 
 // CheckLoad returns why k cannot be measured under a load of the given
 // shape ("max_throughput needs a closed-loop load ..."), or "" when it can.

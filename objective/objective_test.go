@@ -49,17 +49,22 @@ func TestBehaviour(t *testing.T) {
 		value    float64 // of 900 req/s at 2.5ms
 		format   string  // of 0.0025 (or 1234.56)
 		wrongFor bool    // the load shape CheckLoad refuses (open loop?)
+		holds    bool    // measured with load.concurrency in flight
 	}{
 		// Throughput: more is better, closed loop, the QPS, req/s.
-		{objective.MaxThroughput, objective.Maximize, false, 900, "1234.6 req/s", true},
+		{objective.MaxThroughput, objective.Maximize, false, 900, "1234.6 req/s", true, true},
 		// Latency: less is better, open loop, the quantile in seconds.
-		{objective.MinLatency, objective.Minimize, true, 0.0025, "p99 2.5ms", false},
-		// Capacity: more is better, its burst closed loop, the rate, req/s.
-		{objective.MaxCapacity, objective.Maximize, false, 900, "1234.6 req/s", true},
+		{objective.MinLatency, objective.Minimize, true, 0.0025, "p99 2.5ms", false, false},
+		// Capacity: more is better, its burst closed loop, the rate, req/s;
+		// the rate is measured open loop, with no fixed rows in flight.
+		{objective.MaxCapacity, objective.Maximize, false, 900, "1234.6 req/s", true, false},
 	}
 	for _, tt := range tests {
 		if tt.k.Direction() != tt.dir || tt.k.OpenLoop() != tt.open {
 			t.Errorf("%v: direction %v, open loop %v", tt.k, tt.k.Direction(), tt.k.OpenLoop())
+		}
+		if tt.k.HoldsConcurrency() != tt.holds {
+			t.Errorf("%v: HoldsConcurrency = %v", tt.k, tt.k.HoldsConcurrency())
 		}
 		if got := tt.k.Value(900, 2500*time.Microsecond); got != tt.value {
 			t.Errorf("%v: Value = %v, want %v", tt.k, got, tt.value)

@@ -31,8 +31,10 @@ type Rules struct {
 	// tune); nil means TF Serving's defaults. Tuned fields override it.
 	Base *tfserving.BatchingParameters
 	// InFlight is the number of rows a closed-loop load keeps in the
-	// server (load.concurrency × rows per request); 0 for an open-loop
-	// load. No batch can hold more (structure.go).
+	// server (load.concurrency × rows per request); 0 when the value is
+	// not measured at a fixed concurrency (objective.Kind.HoldsConcurrency:
+	// an open-loop load, or max_capacity's rate steps). No batch can hold
+	// more (structure.go).
 	InFlight int
 	// Fixed holds server flags the study pins outside the space
 	// (target.flags, see PinnedFlags), e.g. grpc_max_threads.
