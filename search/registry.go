@@ -77,6 +77,7 @@ var registry = []StrategySpec{
 		intSetting("little", func(b *Bayes, v int) { b.Little = v }),
 		intSetting("explore", func(b *Bayes, v int) { b.Explore = v }),
 		intSetting("bracket", func(b *Bayes, v int) { b.Bracket = v }),
+		intSetting("fillable", func(b *Bayes, v int) { b.Fillable = v }),
 	}},
 }
 

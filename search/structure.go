@@ -127,7 +127,7 @@ func mustParam(name string) paramInfo {
 // batches), and the fewest gRPC threads that admit every request. ok is
 // false when the space cannot express it (no max_batch_size, no
 // closed-loop load) or the point is not runnable.
-func (s *Space) Split(k int64) (Config, bool) { return s.split(k, false) }
+func (s *Space) Split(k int64) (Config, bool) { return s.shapedSplit(k, splitShare) }
 
 // SplitSmall is Split(k) with a smaller batch: max_batch_size at the
 // geometric middle between the space's smallest value and Split's share,
@@ -135,9 +135,26 @@ func (s *Space) Split(k int64) (Config, bool) { return s.split(k, false) }
 // take from above. Where batching barely pays (a CPU model whose cost
 // grows with every row) the best batches are small, and no other start
 // comes near them.
-func (s *Space) SplitSmall(k int64) (Config, bool) { return s.split(k, true) }
+func (s *Space) SplitSmall(k int64) (Config, bool) { return s.shapedSplit(k, splitSmall) }
 
-func (s *Space) split(k int64, small bool) (Config, bool) {
+// SplitFull is Split(k) with a batch the rows can fill: where the space has
+// no max_batch_size equal to the share, Split rounds up, to a batch that
+// holds the share but that the rows in the server never fill, so it closes
+// on its timeout every time, and the longest timeout (Split's choice,
+// because a full batch closes early anyway) is then pure waiting.
+// SplitFull rounds down instead (to the space's smallest value when even
+// that is above the share), keeping the longest timeout, with the queue
+// that holds every row.
+func (s *Space) SplitFull(k int64) (Config, bool) { return s.shapedSplit(k, splitFull) }
+
+// The shapes of a split's batch size.
+const (
+	splitShare = iota // the smallest value that holds the share (Split)
+	splitSmall        // the geometric middle below it (SplitSmall)
+	splitFull         // the largest value the share fills (SplitFull)
+)
+
+func (s *Space) shapedSplit(k int64, shape int) (Config, bool) {
 	if !s.hasStructure() || s.rules.InFlight <= 0 {
 		return nil, false
 	}
@@ -154,11 +171,14 @@ func (s *Space) split(k int64, small bool) (Config, bool) {
 	}
 	share := ceilDiv(cap, k)
 	mbs := s.byName[MaxBatchSize]
-	if small {
+	if shape == splitSmall {
 		lo := s.params[mbs].Values[0]
 		share = int64(math.Ceil(math.Sqrt(float64(lo) * float64(share))))
 	}
 	idx[mbs] = s.atLeast(mbs, share)
+	if shape == splitFull && s.params[mbs].Values[idx[mbs]] > share && idx[mbs] > 0 {
+		idx[mbs]--
+	}
 	if i, ok := s.byName[BatchTimeoutMicros]; ok {
 		idx[i] = s.longestRunnable(idx, i)
 	}

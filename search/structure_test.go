@@ -89,6 +89,36 @@ func TestSplitSmall(t *testing.T) {
 	}
 }
 
+// SplitFull rounds the share down to a batch the rows can fill: 24 rows in
+// flight on a power-of-two axis, where Split(1) takes 32 (a batch that never
+// fills) and SplitFull(1) 16, everything else Split's. Where the axis has
+// the share itself the two agree.
+func TestSplitFull(t *testing.T) {
+	s := batchSpace(t, 1, 24)
+	full, ok := s.SplitFull(1)
+	if !ok {
+		t.Fatal("SplitFull(1): not expressible")
+	}
+	split := mustSplit(t, s, 1)
+	if v, _ := split.Get(MaxBatchSize); v != 32 {
+		t.Errorf("Split(1) max_batch_size = %d, want 32 (the smallest that holds 24)", v)
+	}
+	for _, a := range split {
+		want := a.Value
+		if a.Name == MaxBatchSize {
+			want = 16
+		}
+		if got, _ := full.Get(a.Name); got != want {
+			t.Errorf("SplitFull(1) %s = %d, want %d", a.Name, got, want)
+		}
+	}
+	for _, k := range []int64{1, 2, 4} {
+		if c, ok := demoLikeSpace(t, 32).SplitFull(k); !ok || !c.Equal(mustSplit(t, demoLikeSpace(t, 32), k)) {
+			t.Errorf("SplitFull(%d) where the axis has the share = %v, want Split(%d)'s point", k, c, k)
+		}
+	}
+}
+
 // smallBatchSpace has max_batch_size from 1 and 64 rows in flight:
 // SplitSmall(4) is its own point there.
 func smallBatchSpace(t *testing.T) *Space {
