@@ -154,6 +154,15 @@ type Bayes struct {
 	// no comparison and lost one, mlp-mid's 99% 60 -> 65 trials
 	// (experiments/search-bench).
 	Fillable int
+	// BurstStarts, when 0 or 1 (the default), gives max_capacity studies
+	// the structural starts too (Split with 1, 2 and 4 threads, and
+	// SplitSmall when Bracket is on), with the burst's concurrency
+	// (Rules.Burst, the user's guess of the rows in the server near its
+	// capacity) as the rows to split. Negative: off. On the ten design
+	// surfaces it won 2 and lost 1 of 20 comparisons (cap-ranker 18 -> 13
+	// trials to 95%, cap-mlp 17 -> 13 to 99%, cap-ranker's 99% 21 -> 22;
+	// experiments/search-bench).
+	BurstStarts int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
 	Structure int
@@ -231,6 +240,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.Fillable < 0 || b.Fillable > 1 {
 		ps.Add("search.settings.fillable", "must be 0 (off, the default) or 1 (batches the rows can fill), got %d", b.Fillable)
+	}
+	if b.BurstStarts < -1 || b.BurstStarts > 1 {
+		ps.Add("search.settings.burst_starts", "must be 0 or 1 (structural starts for max_capacity, the default) or -1 (off), got %d", b.BurstStarts)
 	}
 	if b.Fill < 0 || b.Fill > 1 {
 		ps.Add("search.settings.fill", "must be 0 (Halton order, the default) or 1 (maximin), got %d", b.Fill)
@@ -626,19 +638,27 @@ func (b *Bayes) maximin(ctx context.Context, req Request, t taken, picked []Sugg
 // them (duplicates included; design skips them).
 func (b *Bayes) starts(req Request) []Suggestion {
 	s := req.Space
+	rows := 0
+	switch {
+	case b.Structure < 0:
+	case req.Objective.Kind == MaxThroughput:
+		rows = s.rules.InFlight
+	case req.Objective.Kind == MaxCapacity && b.BurstStarts >= 0:
+		rows = s.rules.Burst
+	}
 	var out []Suggestion
-	if b.Structure >= 0 && req.Objective.Kind == MaxThroughput {
+	if rows > 0 {
+		shape := splitShare
+		if b.Fillable == 1 {
+			shape = splitFull
+		}
 		for _, k := range []int64{1, 2, 4} {
-			split := s.Split
-			if b.Fillable == 1 {
-				split = s.SplitFull
-			}
-			if c, ok := split(k); ok {
+			if c, ok := s.shapedSplit(rows, k, shape); ok {
 				out = append(out, Suggestion{Config: c, Reason: "split"})
 			}
 		}
 		if b.Bracket >= 0 {
-			if c, ok := s.SplitSmall(4); ok {
+			if c, ok := s.shapedSplit(rows, 4, splitSmall); ok {
 				out = append(out, Suggestion{Config: c, Reason: "split-small"})
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/tfserving"
 )
 
@@ -36,6 +37,12 @@ type Rules struct {
 	// an open-loop load, or max_capacity's rate steps). No batch can hold
 	// more (structure.go).
 	InFlight int
+	// Burst is the rows of the closed-loop burst that starts a
+	// max_capacity trial's search (load.concurrency × rows per request);
+	// 0 otherwise. It is the user's guess of what the server holds near
+	// its capacity, not a fact, so it only places starting points
+	// (Bayes.BurstStarts) and never caps a model input.
+	Burst int
 	// Fixed holds server flags the study pins outside the space
 	// (target.flags, see PinnedFlags), e.g. grpc_max_threads.
 	Fixed map[string]int64
@@ -152,4 +159,15 @@ func (r Rules) boundOK(name string, v int64) (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// SetClosedLoop records a closed-loop load of rows requests in flight for
+// objective k: the rows in the server when k's value is measured with them
+// held (InFlight), else the burst's guess (Burst).
+func (r *Rules) SetClosedLoop(k objective.Kind, rows int) {
+	if k.HoldsConcurrency() {
+		r.InFlight = rows
+		return
+	}
+	r.Burst = rows
 }

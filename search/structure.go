@@ -127,7 +127,7 @@ func mustParam(name string) paramInfo {
 // batches), and the fewest gRPC threads that admit every request. ok is
 // false when the space cannot express it (no max_batch_size, no
 // closed-loop load) or the point is not runnable.
-func (s *Space) Split(k int64) (Config, bool) { return s.shapedSplit(k, splitShare) }
+func (s *Space) Split(k int64) (Config, bool) { return s.shapedSplit(s.rules.InFlight, k, splitShare) }
 
 // SplitSmall is Split(k) with a smaller batch: max_batch_size at the
 // geometric middle between the space's smallest value and Split's share,
@@ -135,7 +135,9 @@ func (s *Space) Split(k int64) (Config, bool) { return s.shapedSplit(k, splitSha
 // take from above. Where batching barely pays (a CPU model whose cost
 // grows with every row) the best batches are small, and no other start
 // comes near them.
-func (s *Space) SplitSmall(k int64) (Config, bool) { return s.shapedSplit(k, splitSmall) }
+func (s *Space) SplitSmall(k int64) (Config, bool) {
+	return s.shapedSplit(s.rules.InFlight, k, splitSmall)
+}
 
 // SplitFull is Split(k) with a batch the rows can fill: where the space has
 // no max_batch_size equal to the share, Split rounds up, to a batch that
@@ -145,7 +147,7 @@ func (s *Space) SplitSmall(k int64) (Config, bool) { return s.shapedSplit(k, spl
 // SplitFull rounds down instead (to the space's smallest value when even
 // that is above the share), keeping the longest timeout, with the queue
 // that holds every row.
-func (s *Space) SplitFull(k int64) (Config, bool) { return s.shapedSplit(k, splitFull) }
+func (s *Space) SplitFull(k int64) (Config, bool) { return s.shapedSplit(s.rules.InFlight, k, splitFull) }
 
 // The shapes of a split's batch size.
 const (
@@ -154,15 +156,17 @@ const (
 	splitFull         // the largest value the share fills (SplitFull)
 )
 
-func (s *Space) shapedSplit(k int64, shape int) (Config, bool) {
-	if !s.hasStructure() || s.rules.InFlight <= 0 {
+// shapedSplit is a split of rows in the server (Rules.InFlight, or the
+// burst's guess, Rules.Burst) over k threads.
+func (s *Space) shapedSplit(rows int, k int64, shape int) (Config, bool) {
+	if !s.hasStructure() || rows <= 0 {
 		return nil, false
 	}
 	idx := s.baseIndex()
 	if i, ok := s.byName[GRPCMaxThreads]; ok {
-		idx[i] = s.atLeast(i, int64(s.rules.InFlight))
+		idx[i] = s.atLeast(i, int64(rows))
 	}
-	cap := s.inServer(s.valAt(idx))
+	cap := min(int64(rows), s.grpcThreads(s.valAt(idx)))
 	threads := s.fixedValue(mustParam(NumBatchThreads))
 	if i, ok := s.byName[NumBatchThreads]; ok {
 		idx[i] = s.snapIndex(i, k)

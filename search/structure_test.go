@@ -220,6 +220,45 @@ func TestBayesDesignBracketsTheBatchSize(t *testing.T) {
 	}
 }
 
+// A max_capacity study holds no rows in flight, but its burst's
+// concurrency is a guess of them: by default its design starts with the
+// splits of the burst's rows (the same points a throughput study with that
+// many rows in flight gets), and burst_starts -1 leaves them out. Without
+// a burst (an open-loop study) there is nothing to split.
+func TestBayesCapacityDesignSplitsTheBurst(t *testing.T) {
+	capacity := Objective{Kind: MaxCapacity, ErrorBudget: 0.01}
+	burst := batchSpace(t, 1, 0)
+	burst.rules.Burst = 64
+	throughput := smallBatchSpace(t) // 64 rows in flight
+	for _, tc := range []struct {
+		s     *Space
+		burst int
+		want  []string
+	}{
+		{burst, 0, []string{"split", "split", "split", "split-small", "tf-defaults-nearest", "recipe"}},
+		{burst, -1, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
+		{batchSpace(t, 1, 0), 0, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
+	} {
+		out, err := (&Bayes{BurstStarts: tc.burst}).Suggest(t.Context(), Request{Space: tc.s, Objective: capacity, N: 6, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reasons []string
+		for i, sg := range out {
+			reasons = append(reasons, sg.Reason)
+			if sg.Reason != "split" {
+				continue
+			}
+			if c, _ := throughput.Split([]int64{1, 2, 4}[i]); !sg.Config.Equal(c) {
+				t.Errorf("burst_starts %d: start %d %s, want the throughput study's Split %s", tc.burst, i, sg.Config, c)
+			}
+		}
+		if diff := cmp.Diff(tc.want, reasons); diff != "" {
+			t.Errorf("burst %d, burst_starts %d: design reasons (-want +got):\n%s", tc.s.rules.Burst, tc.burst, diff)
+		}
+	}
+}
+
 // With explore 3, every third suggestion after the design is the next
 // unfinished point of the study's Halton sequence, scored by the model so
 // the stop rule can read it; the others are the model's.

@@ -107,8 +107,8 @@ type reference struct {
 // Rules are the study facts the space is searched under.
 func Rules(s *configs.Study, cores, gpus int) search.Rules {
 	r := search.Rules{SLO: s.SLO.Latency.D(), Cores: cores, GPUs: gpus, Fixed: search.PinnedFlags(s.Target.Flags)}
-	if s.Load.Mode == configs.LoadClosed && Objective(s).Kind.HoldsConcurrency() {
-		r.InFlight = s.Load.Concurrency * max(s.Load.Payload.Batch, 1)
+	if s.Load.Mode == configs.LoadClosed {
+		r.SetClosedLoop(Objective(s).Kind, s.Load.Concurrency*max(s.Load.Payload.Batch, 1))
 	}
 	return r
 }

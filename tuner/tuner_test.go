@@ -456,21 +456,23 @@ func TestBaselineIsWhatProductionRuns(t *testing.T) {
 // TestRulesRowsInFlight: the rows in the server are a study fact only when
 // the trial's value is measured with the closed loop's requests in flight;
 // a max_capacity trial measures open-loop rates after its burst, so the
-// search must not cap its batches at the burst's concurrency.
+// search must not cap its batches at the burst's concurrency, which is
+// kept as a guess for starting points only (Burst).
 func TestRulesRowsInFlight(t *testing.T) {
 	for _, tt := range []struct {
 		objective configs.Objective
 		mode      string
 		want      int
+		burst     int
 	}{
-		{configs.ObjectiveMaxThroughput, configs.LoadClosed, 24},
-		{"", configs.LoadClosed, 24}, // max_throughput by default
-		{configs.ObjectiveMaxCapacity, configs.LoadClosed, 0},
-		{configs.ObjectiveMinLatency, configs.LoadOpen, 0},
+		{configs.ObjectiveMaxThroughput, configs.LoadClosed, 24, 0},
+		{"", configs.LoadClosed, 24, 0}, // max_throughput by default
+		{configs.ObjectiveMaxCapacity, configs.LoadClosed, 0, 24},
+		{configs.ObjectiveMinLatency, configs.LoadOpen, 0, 0},
 	} {
 		s := &configs.Study{Objective: tt.objective, Load: configs.Load{Mode: tt.mode, Concurrency: 12, Rate: 500, Payload: configs.Payload{Batch: 2}}}
-		if got := Rules(s, 2, 0).InFlight; got != tt.want {
-			t.Errorf("objective %q, load %s: InFlight = %d, want %d", tt.objective, tt.mode, got, tt.want)
+		if r := Rules(s, 2, 0); r.InFlight != tt.want || r.Burst != tt.burst {
+			t.Errorf("objective %q, load %s: InFlight = %d, Burst = %d, want %d, %d", tt.objective, tt.mode, r.InFlight, r.Burst, tt.want, tt.burst)
 		}
 	}
 }

@@ -234,9 +234,7 @@ func (s *Surface) objective() objective.Objective {
 
 func (s *Surface) rules() search.Rules {
 	r := search.Rules{SLO: time.Duration(s.SLO), Cores: s.Cores, GPUs: s.GPUs, Fixed: s.Fixed}
-	if s.Header.Objective.HoldsConcurrency() {
-		r.InFlight = s.Concurrency
-	}
+	r.SetClosedLoop(s.Header.Objective, s.Concurrency)
 	return r
 }
 
