@@ -147,7 +147,9 @@ func (s *Space) SplitSmall(k int64) (Config, bool) {
 // SplitFull rounds down instead (to the space's smallest value when even
 // that is above the share), keeping the longest timeout, with the queue
 // that holds every row.
-func (s *Space) SplitFull(k int64) (Config, bool) { return s.shapedSplit(s.rules.InFlight, k, splitFull) }
+func (s *Space) SplitFull(k int64) (Config, bool) {
+	return s.shapedSplit(s.rules.InFlight, k, splitFull)
+}
 
 // The shapes of a split's batch size.
 const (
