@@ -539,8 +539,9 @@ func sinceImprovement(req Request) int {
 }
 
 // design returns up to n initial-design points: the structural starting
-// points (Split with 1, 2 and 4 batch threads and SplitSmall with 4, for
-// a closed-loop throughput study), TF Serving's defaults and
+// points (Split with 1, 2 and 4 batch threads and SplitSmall with 4, of
+// the rows in flight of a closed-loop throughput study or of a capacity
+// study's burst), TF Serving's defaults and
 // the seeds' recipe snapped into the space, then the next unfinished
 // points of the study's Halton sequence. It marks them in t.
 func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Suggestion, error) {
