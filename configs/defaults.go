@@ -177,7 +177,7 @@ var fieldDocs = map[string]string{
 	"search.settings":     "Settings of the strategy; it rejects those it does not know.", // + each one's, fieldDoc
 
 	"confirmation":             "Re-measures the best candidates and the baseline on fresh restarts,\ninterleaved, before recommending.",
-	"confirmation.top_k":       "Candidates re-measured.",
+	"confirmation.top_k":       "Candidates re-measured: the first in the strategy's ranking of the configurations the search measured feasible (bayes ranks by its models, the others by the measurements).",
 	"confirmation.repeats":     "Measurements of each candidate and of the baseline.",
 	"confirmation.max_repeats": "Up to this many repeats in all where the first ones left the verdict open (a\nsplit SLO verdict, overlapping intervals of the two best); at most repeats\nmeans none. From 4 repeats on, one in three may break the SLO.",
 	"confirmation.baseline":    "The batching.config in production today; empty compares with TF Serving's\ndefaults.",

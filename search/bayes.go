@@ -163,6 +163,11 @@ type Bayes struct {
 	// trials to 95%, cap-mlp 17 -> 13 to 99%, cap-ranker's 99% 21 -> 22;
 	// experiments/search-bench).
 	BurstStarts int
+	// Ranked chooses how Rank orders the configurations measured
+	// feasible: 0 or 1 by the models (the objective model's posterior
+	// mean, those whose posterior constraint margin says they meet the
+	// SLO first), -1 by the measurements alone (MeasuredOrder).
+	Ranked int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
 	Structure int
@@ -243,6 +248,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.BurstStarts < -1 || b.BurstStarts > 1 {
 		ps.Add("search.settings.burst_starts", "must be 0 or 1 (structural starts for max_capacity, the default) or -1 (off), got %d", b.BurstStarts)
+	}
+	if b.Ranked < -1 || b.Ranked > 1 {
+		ps.Add("search.settings.ranked", "must be 0 or 1 (by the models) or -1 (by the measurements), got %d", b.Ranked)
 	}
 	if b.Fill < 0 || b.Fill > 1 {
 		ps.Add("search.settings.fill", "must be 0 (Halton order, the default) or 1 (maximin), got %d", b.Fill)

@@ -79,6 +79,7 @@ var registry = []StrategySpec{
 		intSetting("bracket", func(b *Bayes, v int) { b.Bracket = v }),
 		intSetting("fillable", func(b *Bayes, v int) { b.Fillable = v }),
 		intSetting("burst_starts", func(b *Bayes, v int) { b.BurstStarts = v }),
+		intSetting("ranked", func(b *Bayes, v int) { b.Ranked = v }),
 	}},
 }
 

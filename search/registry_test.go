@@ -64,8 +64,6 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// TestBayesFeasibilityWeightSetting: the setting reaches the strategy, and
-// a negative weight is refused naming the field.
 // TestBayesOptInSettings: each opt-in Bayes setting a benchmark variant
 // names reaches the strategy, and a value out of range is refused naming
 // its field.
@@ -85,6 +83,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"bracket", "-1", "2", func(b *Bayes) float64 { return float64(b.Bracket) }, -1},
 		{"fillable", "1", "2", func(b *Bayes) float64 { return float64(b.Fillable) }, 1},
 		{"burst_starts", "-1", "2", func(b *Bayes) float64 { return float64(b.BurstStarts) }, -1},
+		{"ranked", "-1", "-2", func(b *Bayes) float64 { return float64(b.Ranked) }, -1},
 	} {
 		st, err := New("bayes", map[string]string{tc.name: tc.good})
 		if err != nil {
