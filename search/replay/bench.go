@@ -315,47 +315,45 @@ func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, 
 			if r.StopAt == 0 && r.Trials < rep.Budget {
 				if ok, _ := stop.Stop(hist); ok {
 					r.StopAt = r.Trials
-					r.StopPickRatio = pickRatio(s, hist, best)
+					if r.StopPickRatio, err = pickRatio(ctx, s, st, hist, best); err != nil {
+						return r, err
+					}
 				}
 			}
 			if r.Trials == rep.Budget {
-				r.Pick, r.PickTruth = pick(s, hist)
+				if r.Pick, r.PickTruth, err = pick(ctx, s, st, hist); err != nil {
+					return r, err
+				}
 			}
 		}
 	}
 	if r.Trials < rep.Budget { // the space ran out first
-		r.Pick, r.PickTruth = pick(s, hist)
+		var err error
+		if r.Pick, r.PickTruth, err = pick(ctx, s, st, hist); err != nil {
+			return r, err
+		}
 	}
 	return r, nil
 }
 
-// pick is what a tuner would recommend before confirmation: the measured
-// feasible trial with the best measured objective.
-func pick(s *Surface, hist []search.Trial) (search.Config, Truth) {
-	o := s.objective()
-	var best *search.Trial
-	for i := range hist {
-		t := &hist[i]
-		if t.Outcome != search.Succeeded || !t.Feasible || !t.Measured {
-			continue
-		}
-		if best == nil || o.Better(t.Value, best.Value) {
-			best = t
-		}
+// pick is what a tuner hands its confirmation stage first: the
+// strategy's first-ranked configuration among those measured feasible
+// (search.Rank), with its truth; nil when none was.
+func pick(ctx context.Context, s *Surface, st search.Strategy, hist []search.Trial) (search.Config, Truth, error) {
+	order, err := search.Rank(ctx, st, search.Request{Space: s.space, Objective: s.objective(), History: hist, N: 1})
+	if err != nil || len(order) == 0 {
+		return nil, Truth{}, err
 	}
-	if best == nil {
-		return nil, Truth{}
-	}
-	truth, _ := s.Truth(best.Config)
-	return best.Config, truth
+	truth, _ := s.Truth(order[0])
+	return order[0], truth, nil
 }
 
-func pickRatio(s *Surface, hist []search.Trial, best float64) float64 {
-	c, t := pick(s, hist)
-	if c == nil || !t.Feasible {
-		return 0
+func pickRatio(ctx context.Context, s *Surface, st search.Strategy, hist []search.Trial, best float64) (float64, error) {
+	c, t, err := pick(ctx, s, st, hist)
+	if err != nil || c == nil || !t.Feasible {
+		return 0, err
 	}
-	return s.ratio(t.Value, best)
+	return s.ratio(t.Value, best), nil
 }
 
 func summarise(name string, runs []Run, targets []float64, ratio func(search.Config, Truth) float64) Row {
@@ -438,7 +436,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  %d seeds, %d suggestion(s) per call; trials to reach a fraction of the best: median and p90 over seeds (nearest rank; >%d: not within the horizon);\n", r.Seeds, r.Batch, r.Horizon)
-	fmt.Fprintf(&b, "  pick = best measured-feasible trial after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
+	fmt.Fprintf(&b, "  pick = the strategy's first-ranked measured-feasible configuration (search.Rank) after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"strategy"}
 	for _, t := range r.Targets {
