@@ -76,54 +76,66 @@ func (c *Confirmation) WinnerCandidate() *Candidate {
 }
 
 // candidates picks the confirmation stage's candidates from the search
-// trials: the top-k distinct feasible configurations by measured objective,
-// then the seeds' recipe when it is not among them. The choice depends only
-// on the stored trials, so a resumed run picks the same.
-func (t *Tuner) candidates(trials []store.Trial) []Candidate {
-	var feasible []store.Trial
+// trials: the top-k distinct configurations measured feasible, in the
+// strategy's order (search.Rank: the Bayesian strategy reads each
+// measurement against its neighbours, so that one lucky run near the SLO
+// does not crowd out configurations that measured nearly as well and
+// surely meet it), then the seeds' recipe when it is not among them. The
+// choice depends only on the stored trials, so a resumed run picks the
+// same.
+func (t *Tuner) candidates(ctx context.Context, trials []store.Trial) ([]Candidate, error) {
+	var searched []store.Trial
 	for _, tr := range trials {
-		if tr.Role == store.RoleSearch && tr.State == store.TrialSucceeded && tr.Feasible && tr.Objective != nil {
-			feasible = append(feasible, tr)
+		if tr.Role == store.RoleSearch {
+			searched = append(searched, tr)
 		}
 	}
-	slices.SortStableFunc(feasible, func(a, b store.Trial) int {
-		switch {
-		case t.better(*a.Objective, *b.Objective):
-			return -1
-		case t.better(*b.Objective, *a.Objective):
-			return 1
-		}
-		return 0
+	order, err := search.Rank(ctx, t.strategy, search.Request{
+		Space: t.space, Objective: t.objective, History: history(searched), N: 1, Seed: uint64(t.study.Search.Seed),
 	})
-	var out []Candidate
-	seen := map[string]bool{}
-	for _, tr := range feasible {
-		if len(out) >= t.study.Confirmation.TopK {
-			break
-		}
-		key := configOf(tr.Config).Key()
-		if seen[key] {
+	if err != nil {
+		return nil, fmt.Errorf("rank the search's trials: %w", err)
+	}
+	// Each configuration is labelled by its best search trial.
+	best := map[string]store.Trial{}
+	for _, tr := range searched {
+		if tr.State != store.TrialSucceeded || !tr.Feasible || tr.Objective == nil {
 			continue
 		}
-		seen[key] = true
+		k := configOf(tr.Config).Key()
+		if b, ok := best[k]; !ok || t.better(*tr.Objective, *b.Objective) {
+			best[k] = tr
+		}
+	}
+	var out []Candidate
+	seen := map[string]bool{}
+	for _, c := range order {
+		tr, ok := best[c.Key()]
+		if len(out) >= t.study.Confirmation.TopK || !ok {
+			continue
+		}
+		seen[c.Key()] = true
 		obj := *tr.Objective
 		out = append(out, Candidate{Label: fmt.Sprintf("trial %d", tr.Seq), Config: tr.Config, SearchObjective: &obj,
 			role: store.RoleConfirm, launch: t.launch(configOf(tr.Config))})
 	}
 	if len(out) == 0 {
-		return nil
+		return nil, nil
 	}
 	recipe := t.space.Recipe()
 	if !seen[recipe.Key()] && len(t.space.Check(recipe)) == 0 {
 		out = append(out, Candidate{Label: "seed recipe", Config: params(recipe), role: store.RoleConfirm, launch: t.launch(recipe)})
 	}
-	return out
+	return out, nil
 }
 
 // confirmStage re-measures the candidates and the baseline on fresh
 // restarts and picks the winner by its conservative estimate.
 func (t *Tuner) confirmStage(ctx context.Context, run *store.Run, trials []store.Trial) (*Confirmation, []store.Trial, error) {
-	cands := t.candidates(onFirstNode(trials))
+	cands, err := t.candidates(ctx, onFirstNode(trials))
+	if err != nil {
+		return nil, trials, err
+	}
 	if len(cands) == 0 {
 		return &Confirmation{Note: "no search trial met the SLO; nothing to confirm"}, trials, nil
 	}

@@ -11,8 +11,9 @@
 //	  → score                                      objective and SLO verdict
 //	  → store.DB.PutTrial                          at every state change
 //
-// and, once the search stops, confirmation: the top candidates and the
-// baseline are re-measured on fresh restarts, interleaved, and the winner is
+// and, once the search stops, confirmation: the top candidates (in the
+// strategy's ranking, search.Rank, which for the Bayesian strategy reads
+// each measurement against its neighbours) and the baseline are re-measured on fresh restarts, interleaved, and the winner is
 // chosen by a conservative estimate (the lower confidence bound of its
 // objective, the upper one for latency), never by its luckiest trial. The
 // recommendation states the gain over the baseline with a confidence
