@@ -39,7 +39,8 @@ func (t *Tuner) prior(ctx context.Context, run *store.Run) ([]store.Trial, error
 }
 
 // previousTop lists the configurations the incumbent's run confirmed beside
-// it, best search figure first, at most top_k.
+// it, in the order its confirmation first measured them (the strategy's
+// ranking, search.Rank), at most top_k.
 func (t *Tuner) previousTop(ctx context.Context, inc *store.Recommendation) ([]store.Trial, error) {
 	trials, err := t.db.Trials(ctx, t.study.Name, inc.Run)
 	if err != nil {
