@@ -154,14 +154,15 @@ type Bayes struct {
 	// no comparison and lost one, mlp-mid's 99% 60 -> 65 trials
 	// (experiments/search-bench).
 	Fillable int
-	// BurstStarts, when 0 or 1 (the default), gives max_capacity studies
-	// the structural starts too (Split with 1, 2 and 4 threads, and
-	// SplitSmall when Bracket is on), with the burst's concurrency
-	// (Rules.Burst, the user's guess of the rows in the server near its
-	// capacity) as the rows to split. Negative: off. On the ten design
-	// surfaces it won 2 and lost 1 of 20 comparisons (cap-ranker 18 -> 13
-	// trials to 95%, cap-mlp 17 -> 13 to 99%, cap-ranker's 99% 21 -> 22;
-	// experiments/search-bench).
+	// BurstStarts, when 1, gives max_capacity studies the structural
+	// starts too (Split with 1, 2 and 4 threads, and SplitSmall when
+	// Bracket is on), with the burst's concurrency (Rules.Burst, the
+	// user's guess of the rows in the server near its capacity) as the
+	// rows to split. 0 or -1: off, the default. It passed on the first two
+	// capacity design surfaces and was the default for a day; on five
+	// (three more recorded to settle it) it won 5 and lost 4 of 10
+	// comparisons, cap-mlp-wide by 4x (its TF defaults are 0.96 of the
+	// best and ran after the four splits; experiments/search-bench).
 	BurstStarts int
 	// Ranked chooses how Rank orders the configurations measured
 	// feasible: 0 or 1 by the models (the objective model's posterior
@@ -247,7 +248,7 @@ func (b *Bayes) Validate(*Space) error {
 		ps.Add("search.settings.fillable", "must be 0 (off, the default) or 1 (batches the rows can fill), got %d", b.Fillable)
 	}
 	if b.BurstStarts < -1 || b.BurstStarts > 1 {
-		ps.Add("search.settings.burst_starts", "must be 0 or 1 (structural starts for max_capacity, the default) or -1 (off), got %d", b.BurstStarts)
+		ps.Add("search.settings.burst_starts", "must be 1 (structural starts for max_capacity) or 0 or -1 (off, the default), got %d", b.BurstStarts)
 	}
 	if b.Ranked < -1 || b.Ranked > 1 {
 		ps.Add("search.settings.ranked", "must be 0 or 1 (by the models) or -1 (by the measurements), got %d", b.Ranked)
@@ -548,9 +549,9 @@ func sinceImprovement(req Request) int {
 
 // design returns up to n initial-design points: the structural starting
 // points (Split with 1, 2 and 4 batch threads and SplitSmall with 4, of
-// the rows in flight of a closed-loop throughput study or of a capacity
-// study's burst), TF Serving's defaults and
-// the seeds' recipe snapped into the space, then the next unfinished
+// the rows in flight of a closed-loop throughput study, or of a capacity
+// study's burst with BurstStarts 1), TF Serving's defaults and the seeds'
+// recipe snapped into the space, then the next unfinished
 // points of the study's Halton sequence. It marks them in t.
 func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Suggestion, error) {
 	s := req.Space
@@ -652,7 +653,7 @@ func (b *Bayes) starts(req Request) []Suggestion {
 	case b.Structure < 0:
 	case req.Objective.Kind == MaxThroughput:
 		rows = s.rules.InFlight
-	case req.Objective.Kind == MaxCapacity && b.BurstStarts >= 0:
+	case req.Objective.Kind == MaxCapacity && b.BurstStarts == 1:
 		rows = s.rules.Burst
 	}
 	var out []Suggestion

@@ -217,10 +217,10 @@ func TestBayesDesignBracketsTheBatchSize(t *testing.T) {
 }
 
 // A max_capacity study holds no rows in flight, but its burst's
-// concurrency is a guess of them: by default its design starts with the
-// splits of the burst's rows (the same points a throughput study with that
-// many rows in flight gets), and burst_starts -1 leaves them out. Without
-// a burst (an open-loop study) there is nothing to split.
+// concurrency is a guess of them: with burst_starts 1 its design starts
+// with the splits of the burst's rows (the same points a throughput study
+// with that many rows in flight gets); by default (0, or -1) they are left
+// out. Without a burst (an open-loop study) there is nothing to split.
 func TestBayesCapacityDesignSplitsTheBurst(t *testing.T) {
 	capacity := Objective{Kind: MaxCapacity, ErrorBudget: 0.01}
 	burst := batchSpace(t, 1, 0)
@@ -231,9 +231,10 @@ func TestBayesCapacityDesignSplitsTheBurst(t *testing.T) {
 		burst int
 		want  []string
 	}{
-		{burst, 0, []string{"split", "split", "split", "split-small", "tf-defaults-nearest", "recipe"}},
+		{burst, 1, []string{"split", "split", "split", "split-small", "tf-defaults-nearest", "recipe"}},
+		{burst, 0, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
 		{burst, -1, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
-		{batchSpace(t, 1, 0), 0, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
+		{batchSpace(t, 1, 0), 1, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
 	} {
 		out, err := (&Bayes{BurstStarts: tc.burst}).Suggest(t.Context(), Request{Space: tc.s, Objective: capacity, N: 6, Seed: 1})
 		if err != nil {
