@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -101,9 +102,13 @@ func TestBayesRankDoesNotTrustOneLuckyRun(t *testing.T) {
 	if len(got) != len(MeasuredOrder(throughput, hist)) {
 		t.Fatalf("Rank returned %d configurations, want every one measured feasible (%d)", len(got), len(MeasuredOrder(throughput, hist)))
 	}
-	for i, c := range got {
-		if c.Equal(lucky) && i < len(got)-8 {
-			t.Errorf("the lucky run ranks %d of %d: %v", i+1, len(got), got[:i+1])
+	// Every configuration of max_batch_size 32 or less meets the SLO by a
+	// clear margin (P99 at most 10.4 ms against 12): each must rank before the lucky
+	// one.
+	luckyAt := slices.IndexFunc(got, lucky.Equal)
+	for i, c := range got[luckyAt+1:] {
+		if b, _ := c.Get(MaxBatchSize); b <= 32 {
+			t.Errorf("the lucky run ranks %d of %d, before %v (%d)", luckyAt+1, len(got), c, luckyAt+2+i)
 		}
 	}
 	// Ranked -1 gives the measurements back.
