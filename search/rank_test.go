@@ -2,8 +2,8 @@ package search
 
 import (
 	"math"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
