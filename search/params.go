@@ -109,6 +109,13 @@ var known = []paramInfo{
 		func(r Rules) int64 { return 4 * int64(max(r.Cores, 1)) }},
 }
 
+// autoIsCores reports whether 0 means "auto" for the parameter, which TF
+// resolves to one thread per core: the intra- and inter-op parallelism
+// flags.
+func (p paramInfo) autoIsCores() bool {
+	return p.name == IntraOpParallelism || p.name == InterOpParallelism
+}
+
 func lookupParam(name string) (paramInfo, bool) {
 	i := slices.IndexFunc(known, func(p paramInfo) bool { return p.name == name })
 	if i < 0 {

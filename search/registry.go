@@ -78,6 +78,7 @@ var registry = []StrategySpec{
 		intSetting("explore", func(b *Bayes, v int) { b.Explore = v }),
 		intSetting("bracket", func(b *Bayes, v int) { b.Bracket = v }),
 		intSetting("fillable", func(b *Bayes, v int) { b.Fillable = v }),
+		intSetting("auto_cores", func(b *Bayes, v int) { b.AutoCores = v }),
 		intSetting("burst_starts", func(b *Bayes, v int) { b.BurstStarts = v }),
 		intSetting("ranked", func(b *Bayes, v int) { b.Ranked = v }),
 	}},

@@ -656,9 +656,33 @@ func (s *Space) Flags(c Config) []string {
 
 // Defaults is TF Serving's out-of-the-box configuration (max_batch_size
 // 1000, timeout 0, 10 queued batches, a thread per core, auto parallelism)
-// snapped to the nearest runnable values of the space.
-func (s *Space) Defaults() Config {
-	return s.snapRaw(func(info paramInfo) int64 { return info.tfDefault(s.rules) })
+// snapped to the nearest runnable values of the space. Where the space
+// does not hold 0 ("auto") for a parallelism flag, 0 snaps to the space's
+// smallest value; defaults(true) snaps it as the core count it stands for.
+func (s *Space) Defaults() Config { return s.defaults(false) }
+
+// defaults is Defaults, with "auto" (0) for the parallelism flags snapped
+// as one thread per schedulable core when autoCores is set and the space
+// does not hold 0: what TF Serving (process_util.cc) and the stand-in run
+// when the flag is left at 0.
+func (s *Space) defaults(autoCores bool) Config {
+	return s.snapRaw(func(info paramInfo) int64 {
+		v := info.tfDefault(s.rules)
+		if autoCores && v == 0 && info.autoIsCores() && !s.holds(info.name, 0) {
+			return int64(max(s.rules.Cores, 1))
+		}
+		return v
+	})
+}
+
+// holds reports whether the space declares parameter name with value v.
+func (s *Space) holds(name string, v int64) bool {
+	i, ok := s.byName[name]
+	if !ok {
+		return false
+	}
+	_, ok = s.params[i].index[v]
+	return ok
 }
 
 // Recipe is the seeds' starting recipe (max_batch_size 8, timeout 20000 µs,

@@ -127,7 +127,9 @@ func mustParam(name string) paramInfo {
 // batches), and the fewest gRPC threads that admit every request. ok is
 // false when the space cannot express it (no max_batch_size, no
 // closed-loop load) or the point is not runnable.
-func (s *Space) Split(k int64) (Config, bool) { return s.shapedSplit(s.rules.InFlight, k, splitShare) }
+func (s *Space) Split(k int64) (Config, bool) {
+	return s.shapedSplit(s.rules.InFlight, k, splitShare, false)
+}
 
 // SplitSmall is Split(k) with a smaller batch: max_batch_size at the
 // geometric middle between the space's smallest value and Split's share,
@@ -136,7 +138,7 @@ func (s *Space) Split(k int64) (Config, bool) { return s.shapedSplit(s.rules.InF
 // grows with every row) the best batches are small, and no other start
 // comes near them.
 func (s *Space) SplitSmall(k int64) (Config, bool) {
-	return s.shapedSplit(s.rules.InFlight, k, splitSmall)
+	return s.shapedSplit(s.rules.InFlight, k, splitSmall, false)
 }
 
 // SplitFull is Split(k) with a batch the rows can fill: where the space has
@@ -148,7 +150,7 @@ func (s *Space) SplitSmall(k int64) (Config, bool) {
 // that is above the share), keeping the longest timeout, with the queue
 // that holds every row.
 func (s *Space) SplitFull(k int64) (Config, bool) {
-	return s.shapedSplit(s.rules.InFlight, k, splitFull)
+	return s.shapedSplit(s.rules.InFlight, k, splitFull, false)
 }
 
 // The shapes of a split's batch size.
@@ -159,12 +161,13 @@ const (
 )
 
 // shapedSplit is a split of rows in the server (Rules.InFlight, or the
-// burst's guess, Rules.Burst) over k threads.
-func (s *Space) shapedSplit(rows int, k int64, shape int) (Config, bool) {
+// burst's guess, Rules.Burst) over k threads; what it leaves alone stays
+// at TF's defaults (defaults(autoCores)).
+func (s *Space) shapedSplit(rows int, k int64, shape int, autoCores bool) (Config, bool) {
 	if !s.hasStructure() || rows <= 0 {
 		return nil, false
 	}
-	idx := s.baseIndex()
+	idx := s.baseIndex(autoCores)
 	if i, ok := s.byName[GRPCMaxThreads]; ok {
 		idx[i] = s.atLeast(i, int64(rows))
 	}
@@ -194,10 +197,10 @@ func (s *Space) shapedSplit(rows int, k int64, shape int) (Config, bool) {
 	return s.runnableAt(idx)
 }
 
-// baseIndex is the index vector of TF's defaults snapped into the space:
-// what a starting point leaves alone.
-func (s *Space) baseIndex() []int {
-	idx, ok := s.indexOf(s.Defaults())
+// baseIndex is the index vector of TF's defaults snapped into the space
+// (defaults(autoCores)): what a starting point leaves alone.
+func (s *Space) baseIndex(autoCores bool) []int {
+	idx, ok := s.indexOf(s.defaults(autoCores))
 	if !ok {
 		idx = make([]int, len(s.params))
 	}

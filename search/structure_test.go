@@ -374,3 +374,53 @@ func TestBayesStallGivesWayToHillClimbing(t *testing.T) {
 		t.Fatalf("stall %d not reached: got %+v (%v), want the model's suggestion", since+1, sugg, err)
 	}
 }
+
+// TF's "auto" (0) for the parallelism flags runs one thread per core. By
+// default the starting points snap it to the space's smallest value; with
+// auto_cores 1 they snap it as the core count, in the TF-defaults start
+// and in every Split start, which leaves the flags at TF's defaults. A
+// space that holds 0 keeps 0 either way.
+func TestBayesAutoCoresStarts(t *testing.T) {
+	build := func(inter []int64) *Space {
+		minBatch, maxBatch := int64(4), int64(64)
+		return mustSpace(t, configs.SpaceSpec{
+			{Name: MaxBatchSize, Min: &minBatch, Max: &maxBatch, Scale: configs.ScalePow2},
+			{Name: BatchTimeoutMicros, Values: []int64{0, 1000, 5000, 20000}},
+			{Name: NumBatchThreads, Values: []int64{1, 2, 4}},
+			{Name: InterOpParallelism, Values: inter},
+		}, Rules{SLO: 100 * time.Millisecond, Cores: 2, InFlight: 32})
+	}
+	throughput := Objective{Kind: MaxThroughput, ErrorBudget: 0.01}
+	for _, tc := range []struct {
+		inter []int64
+		auto  int
+		want  int64
+	}{
+		{[]int64{1, 2, 4}, 0, 1},
+		{[]int64{1, 2, 4}, 1, 2},
+		{[]int64{0, 1, 4}, 0, 0},
+		{[]int64{0, 1, 4}, 1, 0},
+	} {
+		s := build(tc.inter)
+		out, err := (&Bayes{AutoCores: tc.auto}).Suggest(t.Context(), Request{Space: s, Objective: throughput, N: 5, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, sg := range out {
+			if sg.Reason != "split" && sg.Reason != "tf-defaults-nearest" {
+				continue
+			}
+			seen[sg.Reason] = true
+			if got := s.value(sg.Config, InterOpParallelism); got != tc.want {
+				t.Errorf("inter-op values %v, auto_cores %d: %s start %s runs inter-op %d, want %d", tc.inter, tc.auto, sg.Reason, sg.Config, got, tc.want)
+			}
+		}
+		if !seen["split"] || !seen["tf-defaults-nearest"] {
+			t.Errorf("inter-op values %v, auto_cores %d: design %v lacks a split or the TF-defaults start", tc.inter, tc.auto, out)
+		}
+	}
+	if c := build([]int64{1, 2, 4}).Defaults(); build([]int64{1, 2, 4}).value(c, InterOpParallelism) != 1 {
+		t.Errorf("Defaults() = %s: want the space's smallest inter-op value, as before", c)
+	}
+}
