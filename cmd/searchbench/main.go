@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	batch := fs.Int("batch", 1, "suggestions per call (parallel trials)")
 	targets := fs.String("targets", "0.95,0.99", "fractions of the best feasible objective to report trials-to-reach for")
 	resolution := fs.Bool("resolution", false, "add a target per surface at 1 - one measurement's coefficient of variation among its best configurations (the finest a single trial resolves)")
+	ci := fs.Bool("ci", false, "write each median with its distribution-free 95% confidence interval over seeds")
 	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
 	asJSON := fs.Bool("json", false, "write the reports as JSON instead of tables")
 	verbose := fs.Bool("v", false, "log every finished run to stderr")
@@ -125,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		rep, err := replay.Bench(ctx, s, replay.BenchOptions{
 			Strategies: strats, Seeds: *seeds, Budget: *budget, Horizon: *horizon,
-			Batch: *batch, Targets: ts, Resolution: *resolution, Workers: *workers, Logger: logger,
+			Batch: *batch, Targets: ts, Resolution: *resolution, CI: *ci, Workers: *workers, Logger: logger,
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "searchbench: %s: %v\n", path, err)
@@ -170,16 +171,19 @@ func parseTargets(s string) ([]float64, error) {
 // unreached target is written as null.
 func jsonReports(reps []*replay.Report) any {
 	type row struct {
-		Strategy      string       `json:"strategy"`
-		Median        []*float64   `json:"median"`
-		P90           []*float64   `json:"p90"`
-		Reached       []int        `json:"reached"`
-		PickFeasible  float64      `json:"pick_feasible"`
-		PickRatio     float64      `json:"pick_ratio"`
-		StopMedian    *float64     `json:"stop_median"`
-		StopPickRatio float64      `json:"stop_pick_ratio"`
-		SuggestMeanMS float64      `json:"suggest_mean_ms"`
-		Runs          []replay.Run `json:"runs"`
+		Strategy string     `json:"strategy"`
+		Median   []*float64 `json:"median"`
+		P90      []*float64 `json:"p90"`
+		// MedianCI is each median's 95% confidence interval over seeds
+		// (null bounds: none at this many seeds, or beyond the horizon).
+		MedianCI      [][2]*float64 `json:"median_ci"`
+		Reached       []int         `json:"reached"`
+		PickFeasible  float64       `json:"pick_feasible"`
+		PickRatio     float64       `json:"pick_ratio"`
+		StopMedian    *float64      `json:"stop_median"`
+		StopPickRatio float64       `json:"stop_pick_ratio"`
+		SuggestMeanMS float64       `json:"suggest_mean_ms"`
+		Runs          []replay.Run  `json:"runs"`
 	}
 	type report struct {
 		Surface   string    `json:"surface"`
@@ -221,6 +225,9 @@ func jsonReports(reps []*replay.Report) any {
 			for i := range rw.Median {
 				x.Median = append(x.Median, finite(rw.Median[i]))
 				x.P90 = append(x.P90, finite(rw.P90[i]))
+				if i < len(rw.MedianCI) {
+					x.MedianCI = append(x.MedianCI, [2]*float64{finite(rw.MedianCI[i][0]), finite(rw.MedianCI[i][1])})
+				}
 			}
 			rep.Rows = append(rep.Rows, x)
 		}

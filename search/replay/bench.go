@@ -43,6 +43,9 @@ type BenchOptions struct {
 	// apart from it (on a surface whose runs vary by 5%, "within 1%" is a
 	// matter of which runs were drawn, not of where the search went).
 	Resolution bool
+	// CI writes each median with its distribution-free 95% confidence
+	// interval over seeds (Row.MedianCI) in the table.
+	CI bool
 	// Stop is the stopping rule whose verdict is reported beside the
 	// budget; default search.DefaultStopRule(Budget).
 	Stop *search.StopRule
@@ -81,6 +84,11 @@ type Row struct {
 	// Median and P90 per target: trials to reach it, by the nearest-rank
 	// method over seeds, +Inf when that rank never reached it.
 	Median, P90 []float64
+	// MedianCI per target is a confidence interval of at least 95% for
+	// the median over all seeds the strategy could be run with, from the
+	// order statistics of these seeds (medianCI): how far another draw of
+	// as many seeds could move Median.
+	MedianCI [][2]float64
 	// Reached counts the seeds that reached each target.
 	Reached []int
 	// PickFeasible is the share of seeds whose final pick was truly
@@ -120,7 +128,9 @@ type Report struct {
 	// Within counts, per target, the truly feasible configurations within
 	// it: the needles a run must find one of.
 	Within []int
-	Rows   []Row
+	// CI is BenchOptions.CI.
+	CI   bool
+	Rows []Row
 }
 
 // Bench runs every strategy with seeds 1..Seeds against s, each run asking
@@ -150,6 +160,7 @@ func Bench(ctx context.Context, s *Surface, opts BenchOptions) (*Report, error) 
 		Surface: s.Name, Objective: s.objective(), SLO: time.Duration(s.SLO),
 		Runnable: len(runnable), Best: best, BestTruth: bestTruth,
 		Seeds: opts.Seeds, Budget: opts.Budget, Horizon: opts.Horizon, Batch: opts.Batch, Targets: opts.Targets,
+		CI: opts.CI,
 	}
 	for _, c := range runnable {
 		if t, ok := s.Truth(c); ok && t.Feasible {
@@ -370,6 +381,8 @@ func summarise(name string, runs []Run, targets []float64, ratio func(search.Con
 			}
 		}
 		row.Median = append(row.Median, nearestRank(vals, 0.5))
+		lo, hi := medianCI(vals, 0.95)
+		row.MedianCI = append(row.MedianCI, [2]float64{lo, hi})
 		row.P90 = append(row.P90, nearestRank(vals, 0.9))
 		row.Reached = append(row.Reached, reached)
 	}
@@ -412,6 +425,35 @@ func nearestRank(vals []float64, p float64) float64 {
 	return s[min(max(k, 0), len(s)-1)]
 }
 
+// medianCI is a distribution-free confidence interval for the median of
+// the distribution vals were drawn from, with coverage at least conf: the
+// order statistics x(l) and x(n+1−l), l the largest rank with
+// P(B < l) ≤ (1−conf)/2 for B ~ Binomial(n, ½) (the sign-test interval;
+// Conover, Practical Nonparametric Statistics, 3rd ed., §3.2). With 30
+// seeds it is [x(10), x(21)], with 100 [x(40), x(61)]. Too few values for
+// the coverage give (−Inf, +Inf).
+func medianCI(vals []float64, conf float64) (float64, float64) {
+	n := len(vals)
+	tail := (1 - conf) / 2
+	l, below := 0, 0.0 // below = P(B < l+1) = P(B ≤ l)
+	for k := 0; k < n; k++ {
+		lg, _ := math.Lgamma(float64(n + 1))
+		a, _ := math.Lgamma(float64(k + 1))
+		b, _ := math.Lgamma(float64(n - k + 1))
+		below += math.Exp(lg - a - b - float64(n)*math.Ln2)
+		if below > tail {
+			break
+		}
+		l = k + 1
+	}
+	if l < 1 {
+		return math.Inf(-1), math.Inf(1)
+	}
+	s := slices.Clone(vals)
+	slices.Sort(s)
+	return s[l-1], s[n-l]
+}
+
 // WriteTable writes the report as an aligned text table.
 func (r *Report) WriteTable(w io.Writer) error {
 	unit := "QPS"
@@ -436,6 +478,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  %d seeds, %d suggestion(s) per call; trials to reach a fraction of the best: median and p90 over seeds (nearest rank; >%d: not within the horizon);\n", r.Seeds, r.Batch, r.Horizon)
+	if r.CI {
+		b.WriteString("  [lo,hi] after a median: its distribution-free 95% confidence interval over seeds (sign-test order statistics)\n")
+	}
 	fmt.Fprintf(&b, "  pick = the strategy's first-ranked measured-feasible configuration (search.Rank) after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"strategy"}
@@ -447,7 +492,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, row := range r.Rows {
 		cells := []string{row.Strategy}
 		for i := range r.Targets {
-			cells = append(cells, trials(row.Median[i], r.Horizon), trials(row.P90[i], r.Horizon), fmt.Sprintf("%d/%d", row.Reached[i], len(row.Runs)))
+			med := trials(row.Median[i], r.Horizon)
+			if r.CI && i < len(row.MedianCI) {
+				ci := row.MedianCI[i]
+				lo := "?"
+				if !math.IsInf(ci[0], -1) {
+					lo = trials(ci[0], r.Horizon)
+				}
+				med += " [" + lo + "," + trials(ci[1], r.Horizon) + "]"
+			}
+			cells = append(cells, med, trials(row.P90[i], r.Horizon), fmt.Sprintf("%d/%d", row.Reached[i], len(row.Runs)))
 		}
 		cells = append(cells,
 			fmt.Sprintf("%.0f%%", 100*row.PickFeasible),

@@ -153,6 +153,23 @@ func TestWriteTable(t *testing.T) {
 	if !strings.Contains(out, ">5") {
 		t.Errorf("unreached targets not shown as >5:\n%s", out)
 	}
+	if strings.Contains(out, "[") {
+		t.Errorf("confidence intervals written without CI:\n%s", out)
+	}
+
+	// With CI, every median carries its interval; two seeds are too few
+	// for 95%, so the lower bound is unknown and the upper one unbounded.
+	rep, err = Bench(t.Context(), s, BenchOptions{Strategies: []search.Strategy{&search.Grid{}}, Seeds: 2, Budget: 5, Horizon: 5, CI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := rep.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); !strings.Contains(out, ">5 [?,>5]") || !strings.Contains(out, "confidence interval") {
+		t.Errorf("CI table lacks the interval \">5 [?,>5]\" or its legend:\n%s", out)
+	}
 }
 
 // TestBayesBeatsTheBaselinesOnTheFixtures is the benchmark's claim on the
@@ -188,5 +205,31 @@ func TestBayesBeatsTheBaselinesOnTheFixtures(t *testing.T) {
 		if rep.Rows[2].PickFeasible < 0.9 {
 			t.Errorf("%s: Bayes's pick truly feasible in %.0f%% of seeds, want ≥ 90%%", s.Name, 100*rep.Rows[2].PickFeasible)
 		}
+	}
+}
+
+// The median's interval is the sign test's: with values 1..n the bounds
+// are the ranks themselves. 30 seeds give [x(10), x(21)] (coverage 95.7%),
+// 100 give [x(40), x(61)] (96.5%); 5 values cannot reach 95% (the widest
+// interval, [x(1), x(5)], covers 93.75%).
+func TestMedianCI(t *testing.T) {
+	seq := func(n int) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[n-1-i] = float64(i + 1) // descending: medianCI must sort
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		n      int
+		lo, hi float64
+	}{{30, 10, 21}, {100, 40, 61}, {6, 1, 6}, {9, 2, 8}} {
+		lo, hi := medianCI(seq(tc.n), 0.95)
+		if lo != tc.lo || hi != tc.hi {
+			t.Errorf("n=%d: interval [%g, %g], want [%g, %g]", tc.n, lo, hi, tc.lo, tc.hi)
+		}
+	}
+	if lo, hi := medianCI(seq(5), 0.95); !math.IsInf(lo, -1) || !math.IsInf(hi, 1) {
+		t.Errorf("n=5: interval [%g, %g], want unbounded", lo, hi)
 	}
 }
