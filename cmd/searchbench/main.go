@@ -6,6 +6,11 @@
 // often its pick after the trial budget was truly feasible.
 //
 //	searchbench [flags] SURFACE.jsonl...
+//	searchbench -compare OLD.json NEW.json
+//
+// -compare reads two -json outputs back (two settings, or two strategies)
+// and says, per surface and target, whether the new side needs
+// significantly fewer or more trials over the seeds (Mann-Whitney).
 //
 // The surface file format is documented in package search/replay. The
 // command is thin: search/replay does the work and returns data; this file
@@ -73,11 +78,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ci := fs.Bool("ci", false, "write each median with its distribution-free 95% confidence interval over seeds")
 	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
 	asJSON := fs.Bool("json", false, "write the reports as JSON instead of tables")
+	compare := fs.Bool("compare", false, "compare -json outputs instead of running: OLD.json NEW.json, or OLD.json... -- NEW.json... (each FILE or FILE:STRATEGY); per surface and target, each side's median trials with its 95% interval, the Mann-Whitney p over seeds and won/lost at p < 0.05")
 	verbose := fs.Bool("v", false, "log every finished run to stderr")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "a strategy setting, strategy.name=value (repeatable), e.g. -set bayes.init=6")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: searchbench [flags] SURFACE.jsonl...\n\nCompares search strategies on recorded surfaces (format: package search/replay).\n\n")
+		fmt.Fprintf(stderr, "usage: searchbench [flags] SURFACE.jsonl...\n       searchbench -compare OLD.json NEW.json\n\nCompares search strategies on recorded surfaces (format: package search/replay).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +91,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if *compare {
+		return runCompare(fs.Args(), stdout, stderr)
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "searchbench: name at least one surface file")
@@ -167,59 +176,64 @@ func parseTargets(s string) ([]float64, error) {
 	return out, nil
 }
 
+// jsonRow is one strategy's row of a report as -json writes it.
+type jsonRow struct {
+	Strategy string     `json:"strategy"`
+	Median   []*float64 `json:"median"`
+	P90      []*float64 `json:"p90"`
+	// MedianCI is each median's 95% confidence interval over seeds
+	// (null bounds: none at this many seeds, or beyond the horizon).
+	MedianCI      [][2]*float64 `json:"median_ci"`
+	Reached       []int         `json:"reached"`
+	PickFeasible  float64       `json:"pick_feasible"`
+	PickRatio     float64       `json:"pick_ratio"`
+	StopMedian    *float64      `json:"stop_median"`
+	StopPickRatio float64       `json:"stop_pick_ratio"`
+	SuggestMeanMS float64       `json:"suggest_mean_ms"`
+	Runs          []replay.Run  `json:"runs"`
+}
+
+// jsonReport is one surface's report as -json writes it (and -compare
+// reads it back).
+type jsonReport struct {
+	Surface   string    `json:"surface"`
+	Objective string    `json:"objective"`
+	SLO       string    `json:"slo"`
+	Runnable  int       `json:"runnable"`
+	Feasible  int       `json:"feasible"`
+	Best      string    `json:"best"`
+	BestValue float64   `json:"best_value"`
+	Seeds     int       `json:"seeds"`
+	Budget    int       `json:"budget"`
+	Horizon   int       `json:"horizon"`
+	Batch     int       `json:"batch"`
+	Targets   []float64 `json:"targets"`
+	// Resolution is one run's coefficient of variation among the
+	// surface's best configurations.
+	Resolution float64   `json:"resolution"`
+	Within     []int     `json:"within"`
+	Rows       []jsonRow `json:"rows"`
+}
+
 // jsonReports drops the per-run detail's unencodable infinities: an
 // unreached target is written as null.
-func jsonReports(reps []*replay.Report) any {
-	type row struct {
-		Strategy string     `json:"strategy"`
-		Median   []*float64 `json:"median"`
-		P90      []*float64 `json:"p90"`
-		// MedianCI is each median's 95% confidence interval over seeds
-		// (null bounds: none at this many seeds, or beyond the horizon).
-		MedianCI      [][2]*float64 `json:"median_ci"`
-		Reached       []int         `json:"reached"`
-		PickFeasible  float64       `json:"pick_feasible"`
-		PickRatio     float64       `json:"pick_ratio"`
-		StopMedian    *float64      `json:"stop_median"`
-		StopPickRatio float64       `json:"stop_pick_ratio"`
-		SuggestMeanMS float64       `json:"suggest_mean_ms"`
-		Runs          []replay.Run  `json:"runs"`
-	}
-	type report struct {
-		Surface   string    `json:"surface"`
-		Objective string    `json:"objective"`
-		SLO       string    `json:"slo"`
-		Runnable  int       `json:"runnable"`
-		Feasible  int       `json:"feasible"`
-		Best      string    `json:"best"`
-		BestValue float64   `json:"best_value"`
-		Seeds     int       `json:"seeds"`
-		Budget    int       `json:"budget"`
-		Horizon   int       `json:"horizon"`
-		Batch     int       `json:"batch"`
-		Targets   []float64 `json:"targets"`
-		// Resolution is one run's coefficient of variation among the
-		// surface's best configurations.
-		Resolution float64 `json:"resolution"`
-		Within     []int   `json:"within"`
-		Rows       []row   `json:"rows"`
-	}
+func jsonReports(reps []*replay.Report) []jsonReport {
 	finite := func(v float64) *float64 {
 		if v != v || v > 1e300 {
 			return nil
 		}
 		return &v
 	}
-	var out []report
+	var out []jsonReport
 	for _, r := range reps {
-		rep := report{
+		rep := jsonReport{
 			Surface: r.Surface, Objective: r.Objective.Kind.String(), SLO: r.SLO.String(),
 			Runnable: r.Runnable, Feasible: r.Feasible, Best: r.Best.String(), BestValue: r.BestTruth.Value,
 			Seeds: r.Seeds, Budget: r.Budget, Horizon: r.Horizon, Batch: r.Batch, Targets: r.Targets,
 			Resolution: r.Resolution, Within: r.Within,
 		}
 		for _, rw := range r.Rows {
-			x := row{Strategy: rw.Strategy, Reached: rw.Reached, PickFeasible: rw.PickFeasible, PickRatio: rw.PickRatio,
+			x := jsonRow{Strategy: rw.Strategy, Reached: rw.Reached, PickFeasible: rw.PickFeasible, PickRatio: rw.PickRatio,
 				StopMedian: finite(rw.StopMedian), StopPickRatio: rw.StopPickRatio,
 				SuggestMeanMS: float64(rw.SuggestMean.Microseconds()) / 1000, Runs: rw.Runs}
 			for i := range rw.Median {

@@ -140,3 +140,52 @@ func TestRunRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// -compare reads -json outputs back: grid against random from one run, per
+// surface and target, with the Mann-Whitney verdict. On the fixture grid
+// reaches nothing within the horizon (its best configurations come last
+// in grid order), so random wins every comparison; grid against itself
+// wins and loses none.
+func TestRunCompare(t *testing.T) {
+	path := writeFixture(t)
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"-json", "-seeds", "20", "-budget", "5", "-horizon", "5", "-strategies", "grid,random", path}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+	js := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(js, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{js + ":grid", js + ":random"}, []string{"new (random) against old (grid)", "cmd-fixture", ">5 [", "won", "won 2, lost 0 of 2 comparisons"}},
+		{[]string{js + ":random", "--", js + ":grid"}, []string{"lost", "won 0, lost 2 of 2 comparisons", "the widest significant loss: cmd-fixture"}},
+		{[]string{js, js}, []string{"won 0, lost 0 of 2 comparisons"}},
+	} {
+		out.Reset()
+		errb.Reset()
+		if code := run(t.Context(), append([]string{"-compare"}, tc.args...), &out, &errb); code != 0 {
+			t.Fatalf("-compare %v: exit %d, stderr:\n%s", tc.args, code, errb.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("-compare %v: output lacks %q:\n%s", tc.args, w, out.String())
+			}
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{js}, "wants OLD.json NEW.json"},
+		{[]string{js + ":annealing", js}, `no row for strategy "annealing"`},
+		{[]string{path, js}, "not searchbench -json output"},
+	} {
+		errb.Reset()
+		if code := run(t.Context(), append([]string{"-compare"}, tc.args...), &out, &errb); code == 0 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("-compare %v: exit %d, stderr %q; want a failure naming %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/batchtune/batchtune/search/replay"
+)
+
+// compareSide is one side of -compare: the rows of one strategy, per
+// surface, from -json outputs.
+type compareSide struct {
+	label   string
+	order   []string // surfaces in file order
+	reports map[string]jsonReport
+	rows    map[string]jsonRow
+}
+
+// loadSide reads -json outputs named FILE or FILE:STRATEGY (the first row
+// of each report when no strategy is named).
+func loadSide(specs []string) (*compareSide, error) {
+	side := &compareSide{reports: map[string]jsonReport{}, rows: map[string]jsonRow{}}
+	var labels []string
+	for _, spec := range specs {
+		path, strat := spec, ""
+		if i := strings.LastIndex(spec, ":"); i > 0 && !strings.Contains(spec[i:], "/") {
+			path, strat = spec[:i], spec[i+1:]
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var reps []jsonReport
+		if err := json.Unmarshal(raw, &reps); err != nil {
+			return nil, fmt.Errorf("%s: not searchbench -json output: %w", path, err)
+		}
+		for _, rep := range reps {
+			i := 0
+			if strat != "" {
+				i = slices.IndexFunc(rep.Rows, func(r jsonRow) bool { return r.Strategy == strat })
+			}
+			if i < 0 || i >= len(rep.Rows) {
+				return nil, fmt.Errorf("%s: surface %s has no row for strategy %q", path, rep.Surface, strat)
+			}
+			if _, dup := side.rows[rep.Surface]; dup {
+				return nil, fmt.Errorf("%s: surface %s appears twice on one side", path, rep.Surface)
+			}
+			side.order = append(side.order, rep.Surface)
+			side.reports[rep.Surface], side.rows[rep.Surface] = rep, rep.Rows[i]
+			if !slices.Contains(labels, rep.Rows[i].Strategy) {
+				labels = append(labels, rep.Rows[i].Strategy)
+			}
+		}
+	}
+	side.label = strings.Join(labels, ",")
+	return side, nil
+}
+
+// runCompare is -compare: OLD... -- NEW... (or OLD NEW), each a -json
+// output, compared per surface present on both sides and per target.
+func runCompare(args []string, stdout, stderr io.Writer) int {
+	oldSpecs, newSpecs := args, []string(nil)
+	if i := slices.Index(args, "--"); i >= 0 {
+		oldSpecs, newSpecs = args[:i], args[i+1:]
+	} else if len(args) == 2 {
+		oldSpecs, newSpecs = args[:1], args[1:]
+	}
+	if len(oldSpecs) == 0 || len(newSpecs) == 0 {
+		fmt.Fprintln(stderr, "searchbench: -compare wants OLD.json NEW.json, or OLD.json... -- NEW.json... (each FILE or FILE:STRATEGY)")
+		return 2
+	}
+	oldSide, err := loadSide(oldSpecs)
+	if err != nil {
+		fmt.Fprintln(stderr, "searchbench: -compare:", err)
+		return 1
+	}
+	newSide, err := loadSide(newSpecs)
+	if err != nil {
+		fmt.Fprintln(stderr, "searchbench: -compare:", err)
+		return 1
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "new (%s) against old (%s): median trials to each target over seeds [sign-test 95%% interval], Mann-Whitney p (two-sided; a seed that never reached the target counts as the horizon + 1); won or lost at p < %g\n", newSide.label, oldSide.label, replay.Alpha)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "surface\ttarget\tseeds\told\tnew\tnew/old\tp\tverdict")
+	won, lost, compared := 0, 0, 0
+	worst, worstAt := 0.0, ""
+	for _, name := range oldSide.order {
+		nr, ok := newSide.rows[name]
+		if !ok {
+			fmt.Fprintf(stderr, "searchbench: -compare: surface %s is on the old side only; left out\n", name)
+			continue
+		}
+		orep, nrep := oldSide.reports[name], newSide.reports[name]
+		or := oldSide.rows[name]
+		if orep.Horizon != nrep.Horizon || !slices.Equal(orep.Targets, nrep.Targets) {
+			fmt.Fprintf(stderr, "searchbench: -compare: surface %s: the sides ran with different horizons or targets (%d %v, %d %v)\n", name, orep.Horizon, orep.Targets, nrep.Horizon, nrep.Targets)
+			return 1
+		}
+		for ti, target := range orep.Targets {
+			v := replay.CompareReach(or.Runs, nr.Runs, ti, orep.Horizon)
+			compared++
+			verdict := "-"
+			ratio := v.NewMedian / v.OldMedian
+			switch v.Sign {
+			case 1:
+				won++
+				verdict = "won"
+			case -1:
+				lost++
+				verdict = "lost"
+				if r := ratio; r > worst || math.IsNaN(r) {
+					worst, worstAt = r, fmt.Sprintf("%s %s", name, pctLabel(target))
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%.3g\t%s\n", name, pctLabel(target), len(or.Runs), len(nr.Runs),
+				medianLabel(v.OldMedian, v.OldCI, orep.Horizon), medianLabel(v.NewMedian, v.NewCI, orep.Horizon),
+				ratioLabel(ratio), v.P, verdict)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintln(stderr, "searchbench:", err)
+		return 1
+	}
+	fmt.Fprintf(&b, "won %d, lost %d of %d comparisons (p < %g)", won, lost, compared, replay.Alpha)
+	if lost > 0 {
+		fmt.Fprintf(&b, "; the widest significant loss: %s, %s", worstAt, ratioLabel(worst))
+	}
+	b.WriteString("\n")
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
+		return 1
+	}
+	if compared == 0 {
+		fmt.Fprintln(stderr, "searchbench: -compare: no surface is on both sides")
+		return 1
+	}
+	return 0
+}
+
+func pctLabel(t float64) string { return strings.TrimSuffix(fmt.Sprintf("%.2f", 100*t), ".00") + "%" }
+
+func medianLabel(m float64, ci [2]float64, horizon int) string {
+	lo := "?"
+	if !math.IsInf(ci[0], -1) {
+		lo = trialLabel(ci[0], horizon)
+	}
+	return fmt.Sprintf("%s [%s,%s]", trialLabel(m, horizon), lo, trialLabel(ci[1], horizon))
+}
+
+func trialLabel(v float64, horizon int) string {
+	if math.IsInf(v, 1) {
+		return fmt.Sprintf(">%d", horizon)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func ratioLabel(r float64) string {
+	switch {
+	case math.IsNaN(r):
+		return "-"
+	case math.IsInf(r, 1):
+		return "inf"
+	}
+	return fmt.Sprintf("%.2fx", r)
+}
