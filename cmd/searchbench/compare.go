@@ -108,6 +108,9 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			compared++
 			verdict := "-"
 			ratio := v.NewMedian / v.OldMedian
+			if math.IsInf(v.OldMedian, 1) {
+				ratio = math.NaN() // beyond the horizon: no ratio to tell
+			}
 			switch v.Sign {
 			case 1:
 				won++
