@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -219,7 +220,7 @@ type jsonReport struct {
 // unreached target is written as null.
 func jsonReports(reps []*replay.Report) []jsonReport {
 	finite := func(v float64) *float64 {
-		if v != v || v > 1e300 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil
 		}
 		return &v
