@@ -149,11 +149,10 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 func pctLabel(t float64) string { return strings.TrimSuffix(fmt.Sprintf("%.2f", 100*t), ".00") + "%" }
 
 func medianLabel(m float64, ci [2]float64, horizon int) string {
-	lo := "?"
-	if !math.IsInf(ci[0], -1) {
-		lo = trialLabel(ci[0], horizon)
+	if math.IsInf(ci[0], -1) { // too few seeds for an interval
+		return trialLabel(m, horizon) + " [?]"
 	}
-	return fmt.Sprintf("%s [%s,%s]", trialLabel(m, horizon), lo, trialLabel(ci[1], horizon))
+	return fmt.Sprintf("%s [%s,%s]", trialLabel(m, horizon), trialLabel(ci[0], horizon), trialLabel(ci[1], horizon))
 }
 
 func trialLabel(v float64, horizon int) string {

@@ -495,11 +495,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 			med := trials(row.Median[i], r.Horizon)
 			if r.CI && i < len(row.MedianCI) {
 				ci := row.MedianCI[i]
-				lo := "?"
-				if !math.IsInf(ci[0], -1) {
-					lo = trials(ci[0], r.Horizon)
+				if math.IsInf(ci[0], -1) { // too few seeds for an interval
+					med += " [?]"
+				} else {
+					med += " [" + trials(ci[0], r.Horizon) + "," + trials(ci[1], r.Horizon) + "]"
 				}
-				med += " [" + lo + "," + trials(ci[1], r.Horizon) + "]"
 			}
 			cells = append(cells, med, trials(row.P90[i], r.Horizon), fmt.Sprintf("%d/%d", row.Reached[i], len(row.Runs)))
 		}
