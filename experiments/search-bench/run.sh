@@ -7,12 +7,21 @@
 #   experiments/search-bench/run.sh compare design      # the surfaces the search was designed on
 #   experiments/search-bench/run.sh compare heldout     # the surfaces held out (experiments/surfaces/sets)
 #   experiments/search-bench/run.sh compare capacity-design, capacity-heldout   # the max_capacity surfaces, split the same way
+#   experiments/search-bench/run.sh verdict SETTING [SET...]   # a Bayes setting against the default (experiments/surfaces/sets rule)
 #
 # compare reads surface files (format: package search/replay, doc.go);
 # without arguments it takes experiments/surfaces/*.jsonl. Environment for
 # compare: SEEDS (30), BUDGET (50), HORIZON (0: the tool's default, 400 or
 # the runnable count), and FLAGS, more searchbench flags
 # (e.g. FLAGS="-set bayes.init=6").
+#
+# verdict runs Bayes with and without SETTING (e.g. bayes.xi=0.01) on every
+# surface of the named sets (default: the thirteen design surfaces, design
+# design2 capacity-design capacity-design2), SEEDS (100) seeds each, budget
+# 50, horizon 100, writes the -json outputs under
+# experiments/search-bench/tmp/, then compares them (searchbench -compare):
+# won or lost per surface and target where the Mann-Whitney test over
+# seeds says p < 0.05.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -46,8 +55,32 @@ compare)
   # shellcheck disable=SC2086 # FLAGS is a list of flags
   bin/searchbench -seeds "${SEEDS:-30}" -budget "${BUDGET:-50}" -horizon "${HORIZON:-0}" ${FLAGS:-} "${files[@]}"
   ;;
+verdict)
+  shift
+  setting=${1:?run.sh verdict SETTING [SET...], e.g. bayes.xi=0.01}
+  shift
+  sets=("$@")
+  [ ${#sets[@]} -gt 0 ] || sets=(design design2 capacity-design capacity-design2)
+  names=()
+  for set in "${sets[@]}"; do
+    line=$(grep "^$set:" experiments/surfaces/sets) || { echo "run.sh verdict: no set $set in experiments/surfaces/sets" >&2; exit 1; }
+    read -ra more <<<"${line#*:}"
+    names+=("${more[@]}")
+  done
+  go build -o bin/searchbench ./cmd/searchbench
+  out=experiments/search-bench/tmp/verdict
+  rm -rf "$out" && mkdir -p "$out"
+  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; bin/searchbench -strategies bayes -seeds ${SEEDS:-100} -budget 50 -horizon 100 -json [-set $setting] SURFACE, then -compare; surfaces: ${names[*]}"
+  olds=() news=()
+  for n in "${names[@]}"; do
+    bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget 50 -horizon 100 -json "experiments/surfaces/$n.jsonl" >"$out/$n.default.json"
+    bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget 50 -horizon 100 -json -set "$setting" "experiments/surfaces/$n.jsonl" >"$out/$n.setting.json"
+    olds+=("$out/$n.default.json") news+=("$out/$n.setting.json")
+  done
+  bin/searchbench -compare "${olds[@]}" -- "${news[@]}"
+  ;;
 *)
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac
