@@ -420,6 +420,29 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 			t.Errorf("inter-op values %v, auto_cores %d: design %v lacks a split or the TF-defaults start", tc.inter, tc.auto, out)
 		}
 	}
+	// auto_cores 2 keeps today's starts and adds the other reading after
+	// the TF-defaults start.
+	s := build([]int64{1, 2, 4})
+	out, err := (&Bayes{AutoCores: 2}).Suggest(t.Context(), Request{Space: s, Objective: throughput, N: 7, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, sg := range out {
+		reasons = append(reasons, sg.Reason)
+		want := int64(1)
+		if sg.Reason == "tf-defaults-auto" {
+			want = 2
+		}
+		if sg.Reason != "space-filling" && sg.Reason != "recipe" && s.value(sg.Config, InterOpParallelism) != want {
+			t.Errorf("auto_cores 2: %s start %s, want inter-op %d", sg.Reason, sg.Config, want)
+		}
+	}
+	// (No split-small here: with TF's 8 gRPC threads its point is one of
+	// the splits.)
+	if diff := cmp.Diff([]string{"split", "split", "split", "tf-defaults-nearest", "tf-defaults-auto", "recipe", "space-filling"}, reasons); diff != "" {
+		t.Errorf("auto_cores 2: design reasons (-want +got):\n%s", diff)
+	}
 	if c := build([]int64{1, 2, 4}).Defaults(); build([]int64{1, 2, 4}).value(c, InterOpParallelism) != 1 {
 		t.Errorf("Defaults() = %s: want the space's smallest inter-op value, as before", c)
 	}
