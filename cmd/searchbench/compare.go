@@ -118,12 +118,12 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			case -1:
 				lost++
 				verdict = "lost"
-				if r := ratio; r > worst || math.IsNaN(r) {
-					worst, worstAt = r, fmt.Sprintf("%s %s", name, pctLabel(target))
+				if ratio > worst { // NaN (an old median beyond the horizon) never is
+					worst, worstAt = ratio, name+" "+replay.Pct(target)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%.3g\t%s\n", name, pctLabel(target), len(or.Runs), len(nr.Runs),
-				medianLabel(v.OldMedian, v.OldCI, orep.Horizon), medianLabel(v.NewMedian, v.NewCI, orep.Horizon),
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%.3g\t%s\n", name, replay.Pct(target), len(or.Runs), len(nr.Runs),
+				replay.MedianWithCI(v.OldMedian, v.OldCI, orep.Horizon), replay.MedianWithCI(v.NewMedian, v.NewCI, orep.Horizon),
 				ratioLabel(ratio), v.P, verdict)
 		}
 	}
@@ -132,7 +132,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(&b, "won %d, lost %d of %d comparisons (p < %g)", won, lost, compared, replay.Alpha)
-	if lost > 0 {
+	if worstAt != "" {
 		fmt.Fprintf(&b, "; the widest significant loss: %s, %s", worstAt, ratioLabel(worst))
 	}
 	b.WriteString("\n")
@@ -144,22 +144,6 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func pctLabel(t float64) string { return strings.TrimSuffix(fmt.Sprintf("%.2f", 100*t), ".00") + "%" }
-
-func medianLabel(m float64, ci [2]float64, horizon int) string {
-	if math.IsInf(ci[0], -1) { // too few seeds for an interval
-		return trialLabel(m, horizon) + " [?]"
-	}
-	return fmt.Sprintf("%s [%s,%s]", trialLabel(m, horizon), trialLabel(ci[0], horizon), trialLabel(ci[1], horizon))
-}
-
-func trialLabel(v float64, horizon int) string {
-	if math.IsInf(v, 1) {
-		return fmt.Sprintf(">%d", horizon)
-	}
-	return fmt.Sprintf("%.0f", v)
 }
 
 func ratioLabel(r float64) string {

@@ -436,8 +436,8 @@ func medianCI(vals []float64, conf float64) (float64, float64) {
 	n := len(vals)
 	tail := (1 - conf) / 2
 	l, below := 0, 0.0 // below = P(B < l+1) = P(B ≤ l)
+	lg, _ := math.Lgamma(float64(n + 1))
 	for k := 0; k < n; k++ {
-		lg, _ := math.Lgamma(float64(n + 1))
 		a, _ := math.Lgamma(float64(k + 1))
 		b, _ := math.Lgamma(float64(n - k + 1))
 		below += math.Exp(lg - a - b - float64(n)*math.Ln2)
@@ -472,7 +472,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Within) == len(r.Targets) {
 		var w []string
 		for i, t := range r.Targets {
-			w = append(w, fmt.Sprintf("%s: %d", pct(t), r.Within[i]))
+			w = append(w, fmt.Sprintf("%s: %d", Pct(t), r.Within[i]))
 		}
 		fmt.Fprintf(&b, "; configurations within each target: %s", strings.Join(w, ", "))
 	}
@@ -485,28 +485,23 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"strategy"}
 	for _, t := range r.Targets {
-		head = append(head, pct(t)+" med", pct(t)+" p90", "reached")
+		head = append(head, Pct(t)+" med", Pct(t)+" p90", "reached")
 	}
 	head = append(head, "pick feasible", "pick/best", "stop@ med", "pick/best@stop", "suggest")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, row := range r.Rows {
 		cells := []string{row.Strategy}
 		for i := range r.Targets {
-			med := trials(row.Median[i], r.Horizon)
+			med := Trials(row.Median[i], r.Horizon)
 			if r.CI && i < len(row.MedianCI) {
-				ci := row.MedianCI[i]
-				if math.IsInf(ci[0], -1) { // too few seeds for an interval
-					med += " [?]"
-				} else {
-					med += " [" + trials(ci[0], r.Horizon) + "," + trials(ci[1], r.Horizon) + "]"
-				}
+				med = MedianWithCI(row.Median[i], row.MedianCI[i], r.Horizon)
 			}
-			cells = append(cells, med, trials(row.P90[i], r.Horizon), fmt.Sprintf("%d/%d", row.Reached[i], len(row.Runs)))
+			cells = append(cells, med, Trials(row.P90[i], r.Horizon), fmt.Sprintf("%d/%d", row.Reached[i], len(row.Runs)))
 		}
 		cells = append(cells,
 			fmt.Sprintf("%.0f%%", 100*row.PickFeasible),
 			fmt.Sprintf("%.3f", row.PickRatio),
-			trials(row.StopMedian, r.Budget),
+			Trials(row.StopMedian, r.Budget),
 			fmt.Sprintf("%.3f", row.StopPickRatio),
 			row.SuggestMean.Round(10*time.Microsecond).String(),
 		)
@@ -519,15 +514,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return err
 }
 
-// pct writes a target fraction as a percentage without the float's
+// Pct writes a target fraction as a percentage without the float's
 // binary noise: 0.944 is "94.4%", not "94.39999999999999%".
-func pct(t float64) string {
+func Pct(t float64) string {
 	return strconv.FormatFloat(math.Round(t*1e4)/100, 'f', -1, 64) + "%"
 }
 
-func trials(v float64, budget int) string {
+// Trials writes a trial count, ">limit" for +Inf (not reached within the
+// horizon or budget).
+func Trials(v float64, limit int) string {
 	if math.IsInf(v, 1) {
-		return fmt.Sprintf(">%d", budget)
+		return fmt.Sprintf(">%d", limit)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// MedianWithCI writes a median trial count with its interval (medianCI):
+// "16 [12,21]", or "16 [?]" when there were too few seeds for one.
+func MedianWithCI(m float64, ci [2]float64, horizon int) string {
+	if math.IsInf(ci[0], -1) {
+		return Trials(m, horizon) + " [?]"
+	}
+	return Trials(m, horizon) + " [" + Trials(ci[0], horizon) + "," + Trials(ci[1], horizon) + "]"
 }

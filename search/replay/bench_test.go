@@ -126,8 +126,8 @@ func TestNearestRank(t *testing.T) {
 // write it, not with the float's binary noise.
 func TestPct(t *testing.T) {
 	for in, want := range map[float64]string{1 - 0.056: "94.4%", 0.95: "95%", 0.99: "99%", 1 - 0.0085: "99.15%"} {
-		if got := pct(in); got != want {
-			t.Errorf("pct(%v) = %q, want %q", in, got, want)
+		if got := Pct(in); got != want {
+			t.Errorf("Pct(%v) = %q, want %q", in, got, want)
 		}
 	}
 }
