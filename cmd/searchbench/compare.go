@@ -85,12 +85,14 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "searchbench: -compare:", err)
 		return 1
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "new (%s) against old (%s): median trials to each target over seeds [sign-test 95%% interval], Mann-Whitney p (two-sided; a seed that never reached the target counts as the horizon + 1); won or lost at p < %g\n", newSide.label, oldSide.label, replay.Alpha)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "surface\ttarget\tseeds\told\tnew\tnew/old\tp\tverdict")
-	won, lost, compared := 0, 0, 0
-	worst, worstAt := 0.0, ""
+	// Each comparison is held until all are known: Holm's adjustment
+	// (replay.Holm) needs every p of the family.
+	type line struct {
+		name, target, seeds, old, new, ratio string
+		ratioV                               float64
+		v                                    replay.Verdict
+	}
+	var lines []line
 	for _, name := range oldSide.order {
 		nr, ok := newSide.rows[name]
 		if !ok {
@@ -105,41 +107,63 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		}
 		for ti, target := range orep.Targets {
 			v := replay.CompareReach(or.Runs, nr.Runs, ti, orep.Horizon)
-			compared++
-			verdict := "-"
 			ratio := v.NewMedian / v.OldMedian
 			if math.IsInf(v.OldMedian, 1) {
 				ratio = math.NaN() // beyond the horizon: no ratio to tell
 			}
-			switch v.Sign {
-			case 1:
-				won++
-				verdict = "won"
-			case -1:
-				lost++
-				verdict = "lost"
-				if ratio > worst { // NaN (an old median beyond the horizon) never is
-					worst, worstAt = ratio, name+" "+replay.Pct(target)
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%.3g\t%s\n", name, replay.Pct(target), len(or.Runs), len(nr.Runs),
-				replay.MedianWithCI(v.OldMedian, v.OldCI, orep.Horizon), replay.MedianWithCI(v.NewMedian, v.NewCI, orep.Horizon),
-				ratioLabel(ratio), v.P, verdict)
+			lines = append(lines, line{name: name, target: replay.Pct(target), seeds: fmt.Sprintf("%d/%d", len(or.Runs), len(nr.Runs)),
+				old: replay.MedianWithCI(v.OldMedian, v.OldCI, orep.Horizon), new: replay.MedianWithCI(v.NewMedian, v.NewCI, orep.Horizon),
+				ratio: ratioLabel(ratio), ratioV: ratio, v: v})
 		}
+	}
+	ps := make([]float64, len(lines))
+	for i, l := range lines {
+		ps[i] = l.v.P
+	}
+	holm := replay.Holm(ps)
+	var b strings.Builder
+	fmt.Fprintf(&b, "new (%s) against old (%s): median trials to each target over seeds [sign-test 95%% interval], Mann-Whitney p (two-sided; a seed that never reached the target counts as the horizon + 1) and its Holm adjustment over the %d comparisons; won or lost at p < %g\n", newSide.label, oldSide.label, len(lines), replay.Alpha)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "surface\ttarget\tseeds\told\tnew\tnew/old\tp\tholm p\tverdict")
+	won, lost, holmWon, holmLost := 0, 0, 0, 0
+	worst, worstAt := 0.0, ""
+	for i, l := range lines {
+		verdict := "-"
+		switch l.v.Sign {
+		case 1:
+			won++
+			verdict = "won"
+		case -1:
+			lost++
+			verdict = "lost"
+			if l.ratioV > worst { // NaN (an old median beyond the horizon) never is
+				worst, worstAt = l.ratioV, l.name+" "+l.target
+			}
+		}
+		if holm[i] < replay.Alpha {
+			switch l.v.Sign {
+			case 1:
+				holmWon++
+			case -1:
+				holmLost++
+			}
+			verdict += " (holm)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.3g\t%.3g\t%s\n", l.name, l.target, l.seeds, l.old, l.new, l.ratio, l.v.P, holm[i], verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintln(stderr, "searchbench:", err)
 		return 1
 	}
-	fmt.Fprintf(&b, "won %d, lost %d of %d comparisons (p < %g)", won, lost, compared, replay.Alpha)
+	fmt.Fprintf(&b, "won %d, lost %d of %d comparisons (p < %g)", won, lost, len(lines), replay.Alpha)
 	if worstAt != "" {
 		fmt.Fprintf(&b, "; the widest significant loss: %s, %s", worstAt, ratioLabel(worst))
 	}
-	b.WriteString("\n")
+	fmt.Fprintf(&b, "\nafter Holm's correction for %d comparisons: won %d, lost %d\n", len(lines), holmWon, holmLost)
 	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return 1
 	}
-	if compared == 0 {
+	if len(lines) == 0 {
 		fmt.Fprintln(stderr, "searchbench: -compare: no surface is on both sides")
 		return 1
 	}

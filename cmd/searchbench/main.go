@@ -10,7 +10,9 @@
 //
 // -compare reads two -json outputs back (two settings, or two strategies)
 // and says, per surface and target, whether the new side needs
-// significantly fewer or more trials over the seeds (Mann-Whitney).
+// significantly fewer or more trials over the seeds (Mann-Whitney), and
+// how many of those verdicts survive Holm's correction for the number of
+// comparisons made.
 //
 // The surface file format is documented in package search/replay. The
 // command is thin: search/replay does the work and returns data; this file
@@ -79,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ci := fs.Bool("ci", false, "write each median with its distribution-free 95% confidence interval over seeds")
 	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
 	asJSON := fs.Bool("json", false, "write the reports as JSON instead of tables")
-	compare := fs.Bool("compare", false, "compare -json outputs instead of running: OLD.json NEW.json, or OLD.json... -- NEW.json... (each FILE or FILE:STRATEGY); per surface and target, each side's median trials with its 95% interval, the Mann-Whitney p over seeds and won/lost at p < 0.05")
+	compare := fs.Bool("compare", false, "compare -json outputs instead of running: OLD.json NEW.json, or OLD.json... -- NEW.json... (each FILE or FILE:STRATEGY); per surface and target, each side's median trials with its 95% interval, the Mann-Whitney p over seeds, its Holm adjustment over all the comparisons, and won/lost at p < 0.05")
 	verbose := fs.Bool("v", false, "log every finished run to stderr")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "a strategy setting, strategy.name=value (repeatable), e.g. -set bayes.init=6")

@@ -160,9 +160,9 @@ func TestRunCompare(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{js + ":grid", js + ":random"}, []string{"new (random) against old (grid)", "cmd-fixture", ">5 [", "won", "won 2, lost 0 of 2 comparisons"}},
+		{[]string{js + ":grid", js + ":random"}, []string{"new (random) against old (grid)", "cmd-fixture", ">5 [", "won", "won 2, lost 0 of 2 comparisons", "after Holm's correction for 2 comparisons: won 2, lost 0"}},
 		{[]string{js + ":random", "--", js + ":grid"}, []string{"lost", "won 0, lost 2 of 2 comparisons", "the widest significant loss: cmd-fixture"}},
-		{[]string{js, js}, []string{"won 0, lost 0 of 2 comparisons"}},
+		{[]string{js, js}, []string{"won 0, lost 0 of 2 comparisons", "after Holm's correction for 2 comparisons: won 0, lost 0"}},
 	} {
 		out.Reset()
 		errb.Reset()

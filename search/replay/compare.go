@@ -130,3 +130,33 @@ func MannWhitney(a, b []float64) (p, shift float64) {
 	z := math.Max(0, math.Abs(u-mu)-0.5) / sigma
 	return math.Erfc(z / math.Sqrt2), shift
 }
+
+// Holm returns Holm's step-down adjustment of the p-values ps (in their
+// order): a family of m comparisons, each called significant when its
+// adjusted p is below the level, wrongly calls one or more of the true
+// nulls significant with probability at most that level, whatever the
+// comparisons' dependence. Sorted ascending, the i-th smallest (from 0)
+// becomes the largest of (m − j)·p(j) over j ≤ i, capped at 1.
+func Holm(ps []float64) []float64 {
+	m := len(ps)
+	order := make([]int, m)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		switch {
+		case ps[i] < ps[j]:
+			return -1
+		case ps[i] > ps[j]:
+			return 1
+		}
+		return 0
+	})
+	out := make([]float64, m)
+	running := 0.0
+	for rank, i := range order {
+		running = math.Max(running, math.Min(1, float64(m-rank)*ps[i]))
+		out[i] = running
+	}
+	return out
+}

@@ -71,3 +71,29 @@ func TestCompareReach(t *testing.T) {
 		t.Errorf("slow -> never: %+v, want lost with an unreached median", v)
 	}
 }
+
+// TestHolm checks Holm's step-down adjustment against values worked by
+// hand: p-values 0.01, 0.04, 0.03, 0.5 of four comparisons sort to 0.01,
+// 0.03, 0.04, 0.5 and adjust to 4×0.01, 3×0.03, max(0.09, 2×0.04),
+// max(0.09, 1×0.5), each returned at its own place.
+func TestHolm(t *testing.T) {
+	got := Holm([]float64{0.01, 0.04, 0.03, 0.5})
+	want := []float64{0.04, 0.09, 0.09, 0.5}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("Holm = %v, want %v", got, want)
+		}
+	}
+	// Capped at 1, and monotone in the sorted order even where a larger
+	// multiplier meets a smaller p.
+	got = Holm([]float64{0.6, 0.2, 0.3})
+	want = []float64{0.6, 0.6, 0.6}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("Holm = %v, want %v", got, want)
+		}
+	}
+	if got := Holm(nil); len(got) != 0 {
+		t.Fatalf("Holm(nil) = %v, want empty", got)
+	}
+}
