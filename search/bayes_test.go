@@ -148,7 +148,9 @@ func TestBayesLearnsWhereServersFail(t *testing.T) {
 // call spread out; without it they crowd around the single best spot.
 func TestBayesBatchIsDiverse(t *testing.T) {
 	s := conformanceSpace(t)
-	hist := run(t, &Bayes{Init: 4}, s, 11, 1, 12)
+	// The history is the model's alone (no portfolio steps), as the
+	// believer's work is the model's.
+	hist := run(t, &Bayes{Init: 4, Portfolio: -1}, s, 11, 1, 12)
 	spread := func(b *Bayes) float64 {
 		sugg, err := b.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 5, Seed: 11})
 		if err != nil {
@@ -184,7 +186,10 @@ func TestBayesExpectationNeedsAFeasibleTrial(t *testing.T) {
 		tr.Feasible = false
 		hist = append(hist, tr)
 	}
-	sugg, err := (&Bayes{Init: 2}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+	// The model's reasons are what this test reads: no portfolio, whatever
+	// its default.
+	b := &Bayes{Init: 2, Portfolio: -1}
+	sugg, err := b.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +197,7 @@ func TestBayesExpectationNeedsAFeasibleTrial(t *testing.T) {
 		t.Errorf("with no feasible trial got reason %q, expected %v; want feasibility and none", sugg[0].Reason, sugg[0].Expected)
 	}
 	hist[3].Feasible = true
-	sugg, err = (&Bayes{Init: 2}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+	sugg, err = b.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -297,10 +297,23 @@ func TestBayesExploreGivesEveryThirdTrialToTheHaltonSequence(t *testing.T) {
 }
 
 // With a portfolio of 3, every third suggestion after the design is a
-// hill-climbing step, scored by the model so the stop rule can read it.
+// hill-climbing step, scored by the model so the stop rule can read it;
+// a negative portfolio (or the default, 0) leaves every suggestion to the
+// model.
 func TestBayesPortfolioGivesEveryThirdTrialToHillClimbing(t *testing.T) {
 	s := conformanceSpace(t)
 	hist := run(t, &Bayes{Init: 4}, s, 5, 1, 10)
+	off := append([]Trial(nil), hist...)
+	for len(off) < 16 {
+		sugg, err := (&Bayes{Init: 4, Portfolio: -1}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: off, N: 1, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sugg) != 1 || strings.HasPrefix(sugg[0].Reason, "portfolio: ") {
+			t.Fatalf("portfolio -1, after %d trials: got %+v, want one model suggestion", len(off), sugg)
+		}
+		off = append(off, toyTrial(s, sugg[0].Config))
+	}
 	steps := 0
 	for len(hist) < 16 {
 		sugg, err := (&Bayes{Init: 4, Portfolio: 3}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 5})
