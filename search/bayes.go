@@ -198,6 +198,14 @@ type Bayes struct {
 	// of the pick (ranker's truly feasible in 3% -> 37% of seeds;
 	// experiments/search-bench).
 	Ranked int
+	// LocalFill, when 1, gives the initial design's space-filling slots
+	// (those after the known starts) in turn to a hill-climbing step from
+	// the best trial so far (hillclimb.go) and to the next Halton point,
+	// the step first, when suggestions come one at a time: where the best
+	// lies a few steps from a start, hill-climbing finds it in its first
+	// trials, before a model has taken over. 0 or -1: Halton points only,
+	// the default.
+	LocalFill int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
 	Structure int
@@ -286,6 +294,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.Ranked < -1 || b.Ranked > 1 {
 		ps.Add("search.settings.ranked", "must be 0 or 1 (by the models) or -1 (by the measurements), got %d", b.Ranked)
+	}
+	if b.LocalFill < -1 || b.LocalFill > 1 {
+		ps.Add("search.settings.local_fill", "must be 1 (hill-climbing steps in the design) or 0 or -1 (off, the default), got %d", b.LocalFill)
 	}
 	if b.Fill < 0 || b.Fill > 1 {
 		ps.Add("search.settings.fill", "must be 0 (Halton order, the default) or 1 (maximin), got %d", b.Fill)
@@ -603,6 +614,16 @@ func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Sugg
 	if len(out) == n {
 		return out, nil
 	}
+	if b.LocalFill == 1 && n == 1 && b.filled(req)%2 == 0 {
+		steps, err := (&HillClimb{}).Suggest(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if len(steps) == 1 && !t[steps[0].Config.Key()] {
+			steps[0].Reason = "local-fill: " + steps[0].Reason
+			return steps, nil
+		}
+	}
 	var pts [][]int
 	var err error
 	if b.Fill == 1 {
@@ -680,6 +701,22 @@ func (b *Bayes) maximin(ctx context.Context, req Request, t taken, picked []Sugg
 
 // starts lists the known starting points in the order the design runs
 // them (duplicates included; design skips them).
+// filled counts the trials in the history that ran and are none of the
+// known starts: the design's space-filling slots used so far.
+func (b *Bayes) filled(req Request) int {
+	starts := map[string]bool{}
+	for _, a := range b.starts(req) {
+		starts[a.Config.Key()] = true
+	}
+	n := 0
+	for _, tr := range req.History {
+		if tr.Outcome.ran() && !starts[tr.Config.Key()] {
+			n++
+		}
+	}
+	return n
+}
+
 func (b *Bayes) starts(req Request) []Suggestion {
 	s := req.Space
 	rows := 0

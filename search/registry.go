@@ -81,6 +81,7 @@ var registry = []StrategySpec{
 		intSetting("auto_cores", func(b *Bayes, v int) { b.AutoCores = v }),
 		intSetting("burst_starts", func(b *Bayes, v int) { b.BurstStarts = v }),
 		intSetting("ranked", func(b *Bayes, v int) { b.Ranked = v }),
+		intSetting("local_fill", func(b *Bayes, v int) { b.LocalFill = v }),
 	}},
 }
 

@@ -460,3 +460,51 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 		t.Errorf("Defaults() = %s: want the space's smallest inter-op value, as before", c)
 	}
 }
+
+// With local_fill 1 the initial design's slots after the known starts go
+// in turn to hill-climbing's step from the history so far (the step
+// first) and to a Halton point; off, every such slot is a Halton point.
+func TestBayesLocalFillTakesTurnsInTheDesign(t *testing.T) {
+	s := conformanceSpace(t)
+	for _, on := range []bool{true, false} {
+		b := &Bayes{}
+		if on {
+			b.LocalFill = 1
+		}
+		var hist []Trial
+		var filled []string
+		for len(hist) < 8 {
+			req := Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 3}
+			sugg, err := b.Suggest(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sugg) != 1 {
+				t.Fatalf("local_fill %v: got %d suggestions after %d trials, want 1", on, len(sugg), len(hist))
+			}
+			switch r := sugg[0].Reason; {
+			case strings.HasPrefix(r, "local-fill: "):
+				hc, err := (&HillClimb{}).Suggest(t.Context(), req)
+				if err != nil || len(hc) != 1 || hc[0].Config.Key() != sugg[0].Config.Key() {
+					t.Errorf("after %d trials the local fill ran %s; hill-climbing would run %+v (%v)", len(hist), sugg[0].Config, hc, err)
+				}
+				filled = append(filled, "local")
+			case r == "space-filling":
+				filled = append(filled, "halton")
+			}
+			hist = append(hist, toyTrial(s, sugg[0].Config))
+		}
+		if len(filled) < 2 {
+			t.Fatalf("local_fill %v: %d space-filling slots in the design, want 2 or more", on, len(filled))
+		}
+		for i, f := range filled {
+			want := "halton"
+			if on && i%2 == 0 {
+				want = "local"
+			}
+			if f != want {
+				t.Errorf("local_fill %v: slot %d is %s, want %s (slots %v)", on, i, f, want, filled)
+			}
+		}
+	}
+}
