@@ -461,15 +461,16 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 	}
 }
 
-// With local_fill 1 the initial design's slots after the known starts go
-// in turn to hill-climbing's step from the history so far (the step
-// first) and to a Halton point; off, every such slot is a Halton point.
+// By default (local_fill 0 or 1) the initial design's slots after the
+// known starts go in turn to hill-climbing's step from the history so far
+// (the step first) and to a Halton point; with local_fill -1 every such
+// slot is a Halton point.
 func TestBayesLocalFillTakesTurnsInTheDesign(t *testing.T) {
 	s := conformanceSpace(t)
 	for _, on := range []bool{true, false} {
 		b := &Bayes{}
-		if on {
-			b.LocalFill = 1
+		if !on {
+			b.LocalFill = -1
 		}
 		var hist []Trial
 		var filled []string

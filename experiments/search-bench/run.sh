@@ -8,6 +8,7 @@
 #   experiments/search-bench/run.sh compare heldout     # the surfaces held out (experiments/surfaces/sets)
 #   experiments/search-bench/run.sh compare capacity-design, capacity-heldout   # the max_capacity surfaces, split the same way
 #   experiments/search-bench/run.sh verdict SETTING [SET...]   # a Bayes setting against the default (experiments/surfaces/sets rule)
+#   DEFAULTS=DIR run.sh verdict SETTING                        # the same, the default's runs read from DIR/NAME.default.json
 #
 # compare reads surface files (format: package search/replay, doc.go);
 # without arguments it takes experiments/surfaces/*.jsonl. Environment for
@@ -21,7 +22,11 @@
 # 50, horizon 100, writes the -json outputs under
 # experiments/search-bench/tmp/, then compares them (searchbench -compare):
 # won or lost per surface and target where the Mann-Whitney test over
-# seeds says p < 0.05.
+# seeds says p < 0.05, and which of those survive Holm's correction (the
+# rule in experiments/surfaces/sets since the ninth session). The default's
+# runs do not depend on SETTING: DEFAULTS=DIR reads them from
+# DIR/NAME.default.json (a previous verdict's tmp/verdict, copied) instead
+# of running them again, which halves a verdict's time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -69,18 +74,26 @@ verdict)
   done
   go build -o bin/searchbench ./cmd/searchbench
   out=experiments/search-bench/tmp/verdict
+  if [ -n "${DEFAULTS:-}" ] && [ "$(cd "$DEFAULTS" && pwd)" = "$(cd "$out" 2>/dev/null && pwd)" ]; then
+    echo "run.sh verdict: DEFAULTS must not be $out, which a verdict clears; copy it elsewhere first" >&2
+    exit 1
+  fi
   rm -rf "$out" && mkdir -p "$out"
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; bin/searchbench -strategies bayes -seeds ${SEEDS:-100} -budget 50 -horizon 100 -json [-set $setting] SURFACE, then -compare; surfaces: ${names[*]}"
   olds=() news=()
   for n in "${names[@]}"; do
-    bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget 50 -horizon 100 -json "experiments/surfaces/$n.jsonl" >"$out/$n.default.json"
+    if [ -n "${DEFAULTS:-}" ]; then
+      cp "$DEFAULTS/$n.default.json" "$out/$n.default.json"
+    else
+      bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget 50 -horizon 100 -json "experiments/surfaces/$n.jsonl" >"$out/$n.default.json"
+    fi
     bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget 50 -horizon 100 -json -set "$setting" "experiments/surfaces/$n.jsonl" >"$out/$n.setting.json"
     olds+=("$out/$n.default.json") news+=("$out/$n.setting.json")
   done
   bin/searchbench -compare "${olds[@]}" -- "${news[@]}"
   ;;
 *)
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac
