@@ -179,3 +179,44 @@ func ratioLabel(r float64) string {
 	}
 	return fmt.Sprintf("%.2fx", r)
 }
+
+// runTruth is -truth: each configuration's truth (the mean of its
+// recorded runs, what the benchmark scores strategies against) on each
+// surface, with its share of the surface's best truly feasible objective.
+func runTruth(paths, configs []string, stdout, stderr io.Writer) int {
+	var b strings.Builder
+	for _, path := range paths {
+		s, err := replay.Load(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "searchbench:", err)
+			return 1
+		}
+		bc, bt, ok := s.Best()
+		if !ok {
+			fmt.Fprintf(stderr, "searchbench: %s: no truly feasible configuration\n", path)
+			return 1
+		}
+		fmt.Fprintf(&b, "%s: best %s: %.4g\n", s.Name, bc, bt.Value)
+		for _, text := range configs {
+			c, err := s.ParseConfig(text)
+			if err != nil {
+				fmt.Fprintf(stderr, "searchbench: -truth: %s: %v\n", path, err)
+				return 2
+			}
+			t, ok := s.Truth(c)
+			if !ok {
+				fmt.Fprintf(stderr, "searchbench: -truth: %s: %s was not recorded\n", path, c)
+				return 1
+			}
+			verdict := "truly feasible"
+			if !t.Feasible {
+				verdict = "not truly feasible"
+			}
+			fmt.Fprintf(&b, "  %s: %.4g, %.3f of the best, %s\n", c, t.Value, s.Ratio(t.Value, bt.Value), verdict)
+		}
+	}
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
+		return 1
+	}
+	return 0
+}

@@ -7,12 +7,15 @@
 //
 //	searchbench [flags] SURFACE.jsonl...
 //	searchbench -compare OLD.json NEW.json
+//	searchbench -truth name=value,... SURFACE.jsonl...
 //
 // -compare reads two -json outputs back (two settings, or two strategies)
 // and says, per surface and target, whether the new side needs
 // significantly fewer or more trials over the seeds (Mann-Whitney), and
 // how many of those verdicts survive Holm's correction for the number of
-// comparisons made.
+// comparisons made. -truth prints a configuration's truth on a surface
+// (the mean of its recorded runs, what strategies are scored against) and
+// its share of the surface's best.
 //
 // The surface file format is documented in package search/replay. The
 // command is thin: search/replay does the work and returns data; this file
@@ -50,6 +53,13 @@ func main() {
 	os.Exit(code)
 }
 
+// listFlag collects a repeatable flag's values.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, " ") }
+
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
 // settingsFlag collects -set strategy.key=value.
 type settingsFlag map[string]map[string]string
 
@@ -83,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "write the reports as JSON instead of tables")
 	compare := fs.Bool("compare", false, "compare -json outputs instead of running: OLD.json NEW.json, or OLD.json... -- NEW.json... (each FILE or FILE:STRATEGY); per surface and target, each side's median trials with its 95% interval, the Mann-Whitney p over seeds, its Holm adjustment over all the comparisons, and won/lost at p < 0.05")
 	verbose := fs.Bool("v", false, "log every finished run to stderr")
+	var truths listFlag
+	fs.Var(&truths, "truth", "instead of running, print a configuration's truth on each surface and its share of the best, e.g. -truth max_batch_size=32,batch_timeout_micros=20000,... (repeatable)")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "a strategy setting, strategy.name=value (repeatable), e.g. -set bayes.init=6")
 	fs.Usage = func() {
@@ -102,6 +114,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "searchbench: name at least one surface file")
 		fs.Usage()
 		return 2
+	}
+	if len(truths) > 0 {
+		return runTruth(fs.Args(), truths, stdout, stderr)
 	}
 	ts, err := parseTargets(*targets)
 	if err != nil {

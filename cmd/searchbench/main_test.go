@@ -189,3 +189,36 @@ func TestRunCompare(t *testing.T) {
 		}
 	}
 }
+
+// -truth prints a configuration's truth and its share of the best, in
+// any parameter order, and refuses a value the space lacks or a missing
+// parameter, naming it.
+func TestRunTruth(t *testing.T) {
+	path := writeFixture(t)
+	var out, errb bytes.Buffer
+	// The fixture's QPS grows with the batch and the threads: the best
+	// truly feasible is not max_batch_size 2 with one thread, which serves
+	// log2(3)/log2(5)/2 of max_batch_size 4 with two.
+	args := []string{"-truth", "num_batch_threads=1,max_batch_size=2,batch_timeout_micros=0", path}
+	if code := run(t.Context(), args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+	for _, w := range []string{"cmd-fixture: best ", "max_batch_size=2 batch_timeout_micros=0 num_batch_threads=1: ", "of the best, truly feasible"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "1.000 of the best") {
+		t.Errorf("the smallest batch with one thread reads as the best:\n%s", out.String())
+	}
+	for _, tc := range []struct{ cfg, want string }{
+		{"max_batch_size=3,batch_timeout_micros=0,num_batch_threads=1", "max_batch_size=3: not one of the space's values"},
+		{"max_batch_size=2,batch_timeout_micros=0", "num_batch_threads: missing"},
+		{"max_batch_size=2,batch_timeout_micros=0,num_batch_threads=1,queue=3", "queue: not a parameter"},
+	} {
+		errb.Reset()
+		if code := run(t.Context(), []string{"-truth", tc.cfg, path}, &out, &errb); code == 0 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("-truth %s: exit %d, stderr %q; want a failure naming %q", tc.cfg, code, errb.String(), tc.want)
+		}
+	}
+}

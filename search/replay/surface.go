@@ -600,6 +600,11 @@ func (s *Surface) Resolution() float64 {
 
 // ratio is how close objective value v comes to best: v/best when
 // maximising, best/v when minimising (1 = as good).
+// Ratio is objective value v as a share of best, the benchmark's
+// targets' measure: v / best where more is better, best / v where less is
+// (P99), so that 1 is the best and 0.95 the 95% target either way.
+func (s *Surface) Ratio(v, best float64) float64 { return s.ratio(v, best) }
+
 func (s *Surface) ratio(v, best float64) float64 {
 	if s.objective().Direction() == objective.Minimize {
 		if v <= 0 {
@@ -616,4 +621,50 @@ func (s *Surface) ratio(v, best float64) float64 {
 // String names the surface for reports.
 func (s *Surface) String() string {
 	return s.Name + " (" + s.Header.Objective.String() + ", SLO " + time.Duration(s.SLO).String() + ", " + strconv.Itoa(len(s.points)) + " configurations)"
+}
+
+// ParseConfig reads a configuration of the surface's space written as
+// name=value pairs separated by commas (as Config.String writes it, a
+// derived choice by its name or code), in any order. Every parameter of
+// the space must be given once, with a value the space holds.
+func (s *Surface) ParseConfig(text string) (search.Config, error) {
+	params := s.space.Params()
+	given := map[string]string{}
+	for _, kv := range strings.Split(text, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want name=value", kv)
+		}
+		if !slices.ContainsFunc(params, func(p search.Param) bool { return p.Name == name }) {
+			return nil, fmt.Errorf("%s: not a parameter of surface %s", name, s.Name)
+		}
+		if _, dup := given[name]; dup {
+			return nil, fmt.Errorf("%s: given twice", name)
+		}
+		given[name] = val
+	}
+	c := make(search.Config, 0, len(params))
+	for _, p := range params {
+		val, ok := given[p.Name]
+		if !ok {
+			return nil, fmt.Errorf("%s: missing (surface %s has %d parameters)", p.Name, s.Name, len(params))
+		}
+		v, err := strconv.ParseInt(val, 10, 64)
+		if err != nil {
+			i := slices.Index(p.Choices, val)
+			if i < 0 {
+				return nil, fmt.Errorf("%s=%s: not a number or one of its choices", p.Name, val)
+			}
+			v = p.Values[i]
+		}
+		if !slices.Contains(p.Values, v) {
+			return nil, fmt.Errorf("%s=%s: not one of the space's values %v", p.Name, val, p.Values)
+		}
+		c = append(c, search.Assignment{Name: p.Name, Value: v})
+	}
+	return c, nil
 }
