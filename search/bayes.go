@@ -29,8 +29,9 @@ import (
 //
 // The first Init trials are an initial design: the structural starting
 // points (structure.go), TF Serving's defaults and the seeds' recipe
-// snapped into the space, then the next points of the study's scrambled
-// Halton sequence. After that each suggestion maximises
+// snapped into the space, then, taking turns, hill-climbing's step from
+// the best trial so far (LocalFill) and the next point of the study's
+// scrambled Halton sequence. After that each suggestion maximises
 // constrained expected improvement: EI over the best feasible posterior
 // mean, times the probability of feasibility, times the soft prior (intra ×
 // inter threads far above the core count) raised to a power that fades as
@@ -703,8 +704,6 @@ func (b *Bayes) maximin(ctx context.Context, req Request, t taken, picked []Sugg
 	return out, nil
 }
 
-// starts lists the known starting points in the order the design runs
-// them (duplicates included; design skips them).
 // filled counts the trials in the history that ran and are none of the
 // known starts: the design's space-filling slots used so far.
 func (b *Bayes) filled(req Request) int {
@@ -721,6 +720,8 @@ func (b *Bayes) filled(req Request) int {
 	return n
 }
 
+// starts lists the known starting points in the order the design runs
+// them (duplicates included; design skips them).
 func (b *Bayes) starts(req Request) []Suggestion {
 	s := req.Space
 	rows := 0
