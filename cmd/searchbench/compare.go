@@ -88,9 +88,9 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	// Each comparison is held until all are known: Holm's adjustment
 	// (replay.Holm) needs every p of the family.
 	type line struct {
-		name, target, seeds, old, new, ratio string
-		ratioV                               float64
-		v                                    replay.Verdict
+		name, target, seeds, old, new string
+		ratio                         float64 // NaN where the old median is beyond the horizon
+		v                             replay.Verdict
 	}
 	var lines []line
 	for _, name := range oldSide.order {
@@ -113,7 +113,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			}
 			lines = append(lines, line{name: name, target: replay.Pct(target), seeds: fmt.Sprintf("%d/%d", len(or.Runs), len(nr.Runs)),
 				old: replay.MedianWithCI(v.OldMedian, v.OldCI, orep.Horizon), new: replay.MedianWithCI(v.NewMedian, v.NewCI, orep.Horizon),
-				ratio: ratioLabel(ratio), ratioV: ratio, v: v})
+				ratio: ratio, v: v})
 		}
 	}
 	ps := make([]float64, len(lines))
@@ -136,8 +136,8 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		case -1:
 			lost++
 			verdict = "lost"
-			if l.ratioV > worst { // NaN (an old median beyond the horizon) never is
-				worst, worstAt = l.ratioV, l.name+" "+l.target
+			if l.ratio > worst { // NaN (an old median beyond the horizon) never is
+				worst, worstAt = l.ratio, l.name+" "+l.target
 			}
 		}
 		if holm[i] < replay.Alpha {
@@ -149,7 +149,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			}
 			verdict += " (holm)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.3g\t%.3g\t%s\n", l.name, l.target, l.seeds, l.old, l.new, l.ratio, l.v.P, holm[i], verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.3g\t%.3g\t%s\n", l.name, l.target, l.seeds, l.old, l.new, ratioLabel(l.ratio), l.v.P, holm[i], verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintln(stderr, "searchbench:", err)

@@ -194,7 +194,7 @@ func Bench(ctx context.Context, s *Surface, opts BenchOptions) (*Report, error) 
 	for _, c := range runnable {
 		if t, ok := s.Truth(c); ok && t.Feasible {
 			for i, target := range rep.Targets {
-				if s.ratio(t.Value, bestTruth.Value) >= target-1e-12 {
+				if s.Ratio(t.Value, bestTruth.Value) >= target-1e-12 {
 					rep.Within[i]++
 				}
 			}
@@ -264,7 +264,7 @@ feed:
 			if c == nil || !t.Feasible {
 				return 0
 			}
-			return s.ratio(t.Value, bestTruth.Value)
+			return s.Ratio(t.Value, bestTruth.Value)
 		}))
 	}
 	return rep, nil
@@ -318,7 +318,7 @@ func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, 
 			r.Trials++
 			if truth, _ := s.Truth(sg.Config); truth.Feasible {
 				for i, target := range rep.Targets {
-					if r.Reach[i] == 0 && s.ratio(truth.Value, best) >= target-1e-12 {
+					if r.Reach[i] == 0 && s.Ratio(truth.Value, best) >= target-1e-12 {
 						r.Reach[i] = r.Trials
 					}
 				}
@@ -364,7 +364,7 @@ func pickRatio(ctx context.Context, s *Surface, st search.Strategy, hist []searc
 	if err != nil || c == nil || !t.Feasible {
 		return 0, err
 	}
-	return s.ratio(t.Value, best), nil
+	return s.Ratio(t.Value, best), nil
 }
 
 func summarise(name string, runs []Run, targets []float64, ratio func(search.Config, Truth) float64) Row {

@@ -598,14 +598,10 @@ func (s *Surface) Resolution() float64 {
 	return (cvs[(n-1)/2] + cvs[n/2]) / 2
 }
 
-// ratio is how close objective value v comes to best: v/best when
-// maximising, best/v when minimising (1 = as good).
-// Ratio is objective value v as a share of best, the benchmark's
-// targets' measure: v / best where more is better, best / v where less is
-// (P99), so that 1 is the best and 0.95 the 95% target either way.
-func (s *Surface) Ratio(v, best float64) float64 { return s.ratio(v, best) }
-
-func (s *Surface) ratio(v, best float64) float64 {
+// Ratio is how close objective value v comes to best, the measure of the
+// benchmark's targets: v/best when maximising, best/v when minimising
+// (P99), so that 1 is as good and 0.95 the 95% target either way.
+func (s *Surface) Ratio(v, best float64) float64 {
 	if s.objective().Direction() == objective.Minimize {
 		if v <= 0 {
 			return 0
@@ -647,7 +643,7 @@ func (s *Surface) ParseConfig(text string) (search.Config, error) {
 		}
 		given[name] = val
 	}
-	c := make(search.Config, 0, len(params))
+	vals := make([]int64, 0, len(params))
 	for _, p := range params {
 		val, ok := given[p.Name]
 		if !ok {
@@ -664,7 +660,7 @@ func (s *Surface) ParseConfig(text string) (search.Config, error) {
 		if !slices.Contains(p.Values, v) {
 			return nil, fmt.Errorf("%s=%s: not one of the space's values %v", p.Name, val, p.Values)
 		}
-		c = append(c, search.Assignment{Name: p.Name, Value: v})
+		vals = append(vals, v)
 	}
-	return c, nil
+	return s.config(vals)
 }
