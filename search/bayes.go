@@ -209,7 +209,9 @@ type Bayes struct {
 	// 100 seeds on the thirteen design surfaces it won 5 and lost none of
 	// 26 comparisons at p < 0.05, and 2 that survive Holm's correction
 	// (mlp's 99% 54 -> 35 trials, cap-vision-mid's 95% 33 -> 18;
-	// experiments/search-bench).
+	// experiments/search-bench). 2: every such slot is a hill-climbing
+	// step (while hill-climbing has one), so that the design is
+	// hill-climbing's first trials from the known starts.
 	LocalFill int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
@@ -300,8 +302,8 @@ func (b *Bayes) Validate(*Space) error {
 	if b.Ranked < -1 || b.Ranked > 1 {
 		ps.Add("search.settings.ranked", "must be 0 or 1 (by the models) or -1 (by the measurements), got %d", b.Ranked)
 	}
-	if b.LocalFill < -1 || b.LocalFill > 1 {
-		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps in the design, the default) or -1 (off), got %d", b.LocalFill)
+	if b.LocalFill < -1 || b.LocalFill > 2 {
+		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only) or -1 (off), got %d", b.LocalFill)
 	}
 	if b.Fill < 0 || b.Fill > 1 {
 		ps.Add("search.settings.fill", "must be 0 (Halton order, the default) or 1 (maximin), got %d", b.Fill)
@@ -619,7 +621,7 @@ func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Sugg
 	if len(out) == n {
 		return out, nil
 	}
-	if b.LocalFill >= 0 && n == 1 && b.filled(req)%2 == 0 {
+	if b.LocalFill >= 0 && n == 1 && (b.LocalFill == 2 || b.filled(req)%2 == 0) {
 		steps, err := (&HillClimb{}).Suggest(ctx, req)
 		if err != nil {
 			return nil, err

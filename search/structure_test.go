@@ -464,14 +464,11 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 // By default (local_fill 0 or 1) the initial design's slots after the
 // known starts go in turn to hill-climbing's step from the history so far
 // (the step first) and to a Halton point; with local_fill -1 every such
-// slot is a Halton point.
+// slot is a Halton point, with 2 every one a hill-climbing step.
 func TestBayesLocalFillTakesTurnsInTheDesign(t *testing.T) {
 	s := conformanceSpace(t)
-	for _, on := range []bool{true, false} {
-		b := &Bayes{}
-		if !on {
-			b.LocalFill = -1
-		}
+	for _, mode := range []int{0, -1, 2} {
+		b := &Bayes{LocalFill: mode}
 		var hist []Trial
 		var filled []string
 		for len(hist) < 8 {
@@ -481,7 +478,7 @@ func TestBayesLocalFillTakesTurnsInTheDesign(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(sugg) != 1 {
-				t.Fatalf("local_fill %v: got %d suggestions after %d trials, want 1", on, len(sugg), len(hist))
+				t.Fatalf("local_fill %d: got %d suggestions after %d trials, want 1", mode, len(sugg), len(hist))
 			}
 			switch r := sugg[0].Reason; {
 			case strings.HasPrefix(r, "local-fill: "):
@@ -496,15 +493,15 @@ func TestBayesLocalFillTakesTurnsInTheDesign(t *testing.T) {
 			hist = append(hist, toyTrial(s, sugg[0].Config))
 		}
 		if len(filled) < 2 {
-			t.Fatalf("local_fill %v: %d space-filling slots in the design, want 2 or more", on, len(filled))
+			t.Fatalf("local_fill %d: %d space-filling slots in the design, want 2 or more", mode, len(filled))
 		}
 		for i, f := range filled {
 			want := "halton"
-			if on && i%2 == 0 {
+			if mode == 2 || (mode == 0 && i%2 == 0) {
 				want = "local"
 			}
 			if f != want {
-				t.Errorf("local_fill %v: slot %d is %s, want %s (slots %v)", on, i, f, want, filled)
+				t.Errorf("local_fill %d: slot %d is %s, want %s (slots %v)", mode, i, f, want, filled)
 			}
 		}
 	}
