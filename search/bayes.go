@@ -211,7 +211,9 @@ type Bayes struct {
 	// (mlp's 99% 54 -> 35 trials, cap-vision-mid's 95% 33 -> 18;
 	// experiments/search-bench). 2: every such slot is a hill-climbing
 	// step (while hill-climbing has one), so that the design is
-	// hill-climbing's first trials from the known starts.
+	// hill-climbing's first trials from the known starts. 3: in turn, but
+	// a step that raised the best feasible objective by 1% or more is
+	// followed by another, as hill-climbing goes on while it climbs.
 	LocalFill int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
@@ -302,8 +304,8 @@ func (b *Bayes) Validate(*Space) error {
 	if b.Ranked < -1 || b.Ranked > 1 {
 		ps.Add("search.settings.ranked", "must be 0 or 1 (by the models) or -1 (by the measurements), got %d", b.Ranked)
 	}
-	if b.LocalFill < -1 || b.LocalFill > 2 {
-		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only) or -1 (off), got %d", b.LocalFill)
+	if b.LocalFill < -1 || b.LocalFill > 3 {
+		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only), 3 (in turn, another step after one that climbed) or -1 (off), got %d", b.LocalFill)
 	}
 	if b.Fill < 0 || b.Fill > 1 {
 		ps.Add("search.settings.fill", "must be 0 (Halton order, the default) or 1 (maximin), got %d", b.Fill)
@@ -621,7 +623,7 @@ func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Sugg
 	if len(out) == n {
 		return out, nil
 	}
-	if b.LocalFill >= 0 && n == 1 && (b.LocalFill == 2 || b.filled(req)%2 == 0) {
+	if b.LocalFill >= 0 && n == 1 && b.localFillTurn(req) {
 		steps, err := (&HillClimb{}).Suggest(ctx, req)
 		if err != nil {
 			return nil, err
@@ -706,20 +708,28 @@ func (b *Bayes) maximin(ctx context.Context, req Request, t taken, picked []Sugg
 	return out, nil
 }
 
-// filled counts the trials in the history that ran and are none of the
-// known starts: the design's space-filling slots used so far.
-func (b *Bayes) filled(req Request) int {
+// localFillTurn reports whether the design's next space-filling slot is
+// hill-climbing's step (LocalFill): every slot with 2; with 0 or 1 the
+// slots take turns, the step first; with 3 they take turns too, except
+// that a step which raised the best feasible objective by 1% or more is
+// followed by another. The turns are read from the history's trials that
+// ran and are none of the known starts, in order.
+func (b *Bayes) localFillTurn(req Request) bool {
+	if b.LocalFill == 2 {
+		return true
+	}
 	starts := map[string]bool{}
 	for _, a := range b.starts(req) {
 		starts[a.Config.Key()] = true
 	}
-	n := 0
-	for _, tr := range req.History {
-		if tr.Outcome.ran() && !starts[tr.Config.Key()] {
-			n++
+	local := true
+	for i, tr := range req.History {
+		if !tr.Outcome.ran() || starts[tr.Config.Key()] {
+			continue
 		}
+		local = !local || (b.LocalFill == 3 && raisedBest(req.Objective, req.History[:i], tr))
 	}
-	return n
+	return local
 }
 
 // starts lists the known starting points in the order the design runs

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -464,14 +465,16 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 // By default (local_fill 0 or 1) the initial design's slots after the
 // known starts go in turn to hill-climbing's step from the history so far
 // (the step first) and to a Halton point; with local_fill -1 every such
-// slot is a Halton point, with 2 every one a hill-climbing step.
+// slot is a Halton point, with 2 every one a hill-climbing step, and with
+// 3 a step that climbed is followed by another.
 func TestBayesLocalFillTakesTurnsInTheDesign(t *testing.T) {
 	s := conformanceSpace(t)
-	for _, mode := range []int{0, -1, 2} {
-		b := &Bayes{LocalFill: mode}
+	for _, mode := range []int{0, -1, 2, 3} {
+		b := &Bayes{LocalFill: mode, Init: 12, Structure: -1} // TF's defaults and the recipe as the only starts: room to climb
 		var hist []Trial
 		var filled []string
-		for len(hist) < 8 {
+		climbed := map[int]bool{} // slots whose step raised the best by 1%
+		for len(hist) < 12 {
 			req := Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 3}
 			sugg, err := b.Suggest(t.Context(), req)
 			if err != nil {
@@ -490,19 +493,64 @@ func TestBayesLocalFillTakesTurnsInTheDesign(t *testing.T) {
 			case r == "space-filling":
 				filled = append(filled, "halton")
 			}
-			hist = append(hist, toyTrial(s, sugg[0].Config))
+			tr := toyTrial(s, sugg[0].Config)
+			if strings.HasPrefix(sugg[0].Reason, "local-fill: ") && raisedBest(throughput, hist, tr) {
+				climbed[len(filled)-1] = true
+			}
+			hist = append(hist, tr)
 		}
 		if len(filled) < 2 {
 			t.Fatalf("local_fill %d: %d space-filling slots in the design, want 2 or more", mode, len(filled))
 		}
 		for i, f := range filled {
 			want := "halton"
-			if mode == 2 || (mode == 0 && i%2 == 0) {
+			switch {
+			case mode == 2, mode >= 0 && i == 0:
 				want = "local"
+			case mode == 0:
+				if i%2 == 0 {
+					want = "local"
+				}
+			case mode == 3:
+				if filled[i-1] == "halton" || climbed[i-1] {
+					want = "local"
+				}
 			}
 			if f != want {
 				t.Errorf("local_fill %d: slot %d is %s, want %s (slots %v)", mode, i, f, want, filled)
 			}
+		}
+	}
+}
+
+// With local_fill 3 a design slot after a hill-climbing step that raised
+// the best feasible objective by 1% or more is another step; after one that
+// did not, or with local_fill 0, it is a Halton point.
+func TestBayesLocalFillClimbsAgain(t *testing.T) {
+	s := conformanceSpace(t)
+	b := &Bayes{Structure: -1}
+	starts := b.starts(Request{Space: s, Objective: throughput})
+	var hist []Trial
+	for _, a := range starts {
+		tr := toyTrial(s, a.Config)
+		tr.Value, tr.QPS = 1000, 1000
+		hist = append(hist, tr)
+	}
+	step := func(qps float64) []Trial {
+		tr := toyTrial(s, s.configAt([]int{1, 1, 1, 1, 0, 0})) // none of the starts
+		tr.Value, tr.QPS = qps, qps
+		return append(slices.Clone(hist), tr)
+	}
+	for _, tc := range []struct {
+		mode int
+		qps  float64
+		want bool
+	}{
+		{3, 2000, true}, {3, 1005, false}, {0, 2000, false}, {2, 1005, true},
+	} {
+		b := &Bayes{Structure: -1, LocalFill: tc.mode}
+		if got := b.localFillTurn(Request{Space: s, Objective: throughput, History: step(tc.qps)}); got != tc.want {
+			t.Errorf("local_fill %d after a step to %v req/s from 1000: a step next is %v, want %v", tc.mode, tc.qps, got, tc.want)
 		}
 	}
 }
