@@ -213,7 +213,12 @@ type Bayes struct {
 	// step (while hill-climbing has one), so that the design is
 	// hill-climbing's first trials from the known starts. 3: in turn, but
 	// a step that raised the best feasible objective by 1% or more is
-	// followed by another, as hill-climbing goes on while it climbs.
+	// followed by another, as hill-climbing goes on while it climbs. 4:
+	// every slot a step where the structural starts ran (they already
+	// spread the design over batch sizes and threads; closed-loop
+	// throughput studies), in turn elsewhere (TF's defaults and the recipe
+	// are the only starts, and the Halton points are the design's only
+	// spread).
 	LocalFill int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
@@ -304,8 +309,8 @@ func (b *Bayes) Validate(*Space) error {
 	if b.Ranked < -1 || b.Ranked > 1 {
 		ps.Add("search.settings.ranked", "must be 0 or 1 (by the models) or -1 (by the measurements), got %d", b.Ranked)
 	}
-	if b.LocalFill < -1 || b.LocalFill > 3 {
-		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only), 3 (in turn, another step after one that climbed) or -1 (off), got %d", b.LocalFill)
+	if b.LocalFill < -1 || b.LocalFill > 4 {
+		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only), 3 (in turn, another step after one that climbed), 4 (steps only after the structural starts) or -1 (off), got %d", b.LocalFill)
 	}
 	if b.Fill < 0 || b.Fill > 1 {
 		ps.Add("search.settings.fill", "must be 0 (Halton order, the default) or 1 (maximin), got %d", b.Fill)
@@ -712,10 +717,11 @@ func (b *Bayes) maximin(ctx context.Context, req Request, t taken, picked []Sugg
 // hill-climbing's step (LocalFill): every slot with 2; with 0 or 1 the
 // slots take turns, the step first; with 3 they take turns too, except
 // that a step which raised the best feasible objective by 1% or more is
-// followed by another. The turns are read from the history's trials that
+// followed by another; with 4 every slot where the structural starts
+// (splitRows) ran, else in turn. The turns are read from the history's trials that
 // ran and are none of the known starts, in order.
 func (b *Bayes) localFillTurn(req Request) bool {
-	if b.LocalFill == 2 {
+	if b.LocalFill == 2 || (b.LocalFill == 4 && b.splitRows(req) > 0) {
 		return true
 	}
 	starts := map[string]bool{}
@@ -736,14 +742,7 @@ func (b *Bayes) localFillTurn(req Request) bool {
 // them (duplicates included; design skips them).
 func (b *Bayes) starts(req Request) []Suggestion {
 	s := req.Space
-	rows := 0
-	switch {
-	case b.Structure < 0:
-	case req.Objective.Kind == MaxThroughput:
-		rows = s.rules.InFlight
-	case req.Objective.Kind == MaxCapacity && b.BurstStarts == 1:
-		rows = s.rules.Burst
-	}
+	rows := b.splitRows(req)
 	auto := b.AutoCores == 1
 	var out []Suggestion
 	if rows > 0 {
@@ -767,6 +766,20 @@ func (b *Bayes) starts(req Request) []Suggestion {
 		out = append(out, Suggestion{Config: s.defaults(true), Reason: "tf-defaults-auto"})
 	}
 	return append(out, Suggestion{Config: s.Recipe(), Reason: "recipe"})
+}
+
+// splitRows is the rows in the server that the structural starts split
+// (Split, SplitSmall): a closed-loop throughput study's rows in flight, a
+// capacity study's burst with BurstStarts 1; 0 where there are none.
+func (b *Bayes) splitRows(req Request) int {
+	switch {
+	case b.Structure < 0:
+	case req.Objective.Kind == MaxThroughput:
+		return req.Space.rules.InFlight
+	case req.Objective.Kind == MaxCapacity && b.BurstStarts == 1:
+		return req.Space.rules.Burst
+	}
+	return 0
 }
 
 // inputs is what the models see of a configuration (structure.go), or its

@@ -85,7 +85,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"burst_starts", "1", "2", func(b *Bayes) float64 { return float64(b.BurstStarts) }, 1},
 		{"auto_cores", "1", "3", func(b *Bayes) float64 { return float64(b.AutoCores) }, 1},
 		{"ranked", "-1", "-2", func(b *Bayes) float64 { return float64(b.Ranked) }, -1},
-		{"local_fill", "3", "4", func(b *Bayes) float64 { return float64(b.LocalFill) }, 3},
+		{"local_fill", "4", "5", func(b *Bayes) float64 { return float64(b.LocalFill) }, 4},
 	} {
 		st, err := New("bayes", map[string]string{tc.name: tc.good})
 		if err != nil {

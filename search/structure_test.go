@@ -554,3 +554,30 @@ func TestBayesLocalFillClimbsAgain(t *testing.T) {
 		}
 	}
 }
+
+// With local_fill 4 every design slot is a hill-climbing step where the
+// structural starts ran (a closed-loop throughput study), and the slots
+// take turns where they did not (no rows in flight known).
+func TestBayesLocalFillStepsOnlyAfterTheSplits(t *testing.T) {
+	for _, tc := range []struct {
+		inFlight int
+		mode     int
+		want     bool
+	}{
+		{32, 4, true}, {0, 4, false}, {32, 0, false},
+	} {
+		s := demoLikeSpace(t, tc.inFlight)
+		b := &Bayes{LocalFill: tc.mode}
+		var hist []Trial
+		for _, a := range b.starts(Request{Space: s, Objective: throughput}) {
+			hist = append(hist, Trial{Config: a.Config, Outcome: Succeeded, Measured: true, Value: 1000, QPS: 1000, P99: time.Millisecond, Feasible: true})
+		}
+		if tc.inFlight > 0 && len(hist) < 4 {
+			t.Fatalf("%d rows in flight: %d starts, want the splits among them", tc.inFlight, len(hist))
+		}
+		hist = append(hist, Trial{Config: s.configAt([]int{2, 2, 2, 2, 0}), Outcome: Succeeded, Measured: true, Value: 900, QPS: 900, P99: time.Millisecond, Feasible: true})
+		if got := b.localFillTurn(Request{Space: s, Objective: throughput, History: hist}); got != tc.want {
+			t.Errorf("local_fill %d, %d rows in flight, after one step: a step next is %v, want %v", tc.mode, tc.inFlight, got, tc.want)
+		}
+	}
+}
