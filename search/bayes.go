@@ -46,7 +46,10 @@ type Bayes struct {
 	// more space-filling ones, so that the model has seen more than the
 	// starts' corner of the space before it takes over. 8 against 5 won
 	// 4 and lost 3 of 16 comparisons on the eight design surfaces, none by
-	// more than 1.3× (experiments/search-bench).
+	// more than 1.3× (experiments/search-bench). With the local fill, 10
+	// against 8 at 100 seeds on the thirteen design surfaces won none and
+	// lost 2 of 26 after Holm's correction (ranker-small's 99% 9 -> 11
+	// trials; 2026-12-06, tenth session).
 	Init int
 	// Candidates bounds how many unfinished configurations are scored per
 	// call; when more are left, the neighbours of the best trials and a
@@ -209,16 +212,18 @@ type Bayes struct {
 	// 100 seeds on the thirteen design surfaces it won 5 and lost none of
 	// 26 comparisons at p < 0.05, and 2 that survive Holm's correction
 	// (mlp's 99% 54 -> 35 trials, cap-vision-mid's 95% 33 -> 18;
-	// experiments/search-bench). 2: every such slot is a hill-climbing
-	// step (while hill-climbing has one), so that the design is
-	// hill-climbing's first trials from the known starts. 3: in turn, but
-	// a step that raised the best feasible objective by 1% or more is
-	// followed by another, as hill-climbing goes on while it climbs. 4:
-	// every slot a step where the structural starts ran (they already
-	// spread the design over batch sizes and threads; closed-loop
-	// throughput studies), in turn elsewhere (TF's defaults and the recipe
-	// are the only starts, and the Halton points are the design's only
-	// spread).
+	// experiments/search-bench). Judged and turned down on 2026-12-06
+	// (tenth session), each against it: 2, every such slot a
+	// hill-climbing step (while hill-climbing has one), so that the design
+	// is hill-climbing's first trials from the known starts: won 3 and
+	// lost 4 after Holm on the design surfaces (cap-mlp 19 -> 32 trials to
+	// 95%); 3, in turn, but a step that raised the best feasible objective
+	// by 1% or more is followed by another: won 0, lost 2
+	// (cap-ranker-loose); 4, every slot a step where the structural
+	// starts ran (they already spread the design over batch sizes and
+	// threads; closed-loop throughput studies), in turn elsewhere: won 2
+	// and lost 0 on the design surfaces (mlp-mid's 99% 40 -> 9), which had
+	// shaped it, then won 1 and lost 2 held out (ranker-mid 26 -> 34).
 	LocalFill int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
