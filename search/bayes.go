@@ -184,6 +184,15 @@ type Bayes struct {
 	// comparisons, cap-mlp-wide by 4x (its TF defaults are 0.96 of the
 	// best and ran after the four splits; experiments/search-bench).
 	BurstStarts int
+	// FitDefaults, when 1, cuts the TF-defaults start's max_batch_size to
+	// the smallest value the space holds that is at least the rows that
+	// configuration can have in the server (the closed-loop rows in
+	// flight, capped by grpc_max_threads): a larger batch never forms, so
+	// the start batches as TF's defaults would, but on an accelerator
+	// TF's 2048 (snapped to the space's largest) can fail to load, which
+	// spends a design trial on learning nothing about batching. 0 or -1:
+	// off, the default.
+	FitDefaults int
 	// AutoCores, when 1, snaps TF's "auto" (0) for the parallelism flags
 	// as one thread per core in the starting points that leave them at
 	// TF's defaults (the TF-defaults start and Split's), where the space
@@ -316,6 +325,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.LocalFill < -1 || b.LocalFill > 4 {
 		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only), 3 (in turn, another step after one that climbed), 4 (steps only after the structural starts) or -1 (off), got %d", b.LocalFill)
+	}
+	if b.FitDefaults < -1 || b.FitDefaults > 1 {
+		ps.Add("search.settings.fit_defaults", "must be 1 (TF's defaults with max_batch_size cut to the rows in the server) or 0 or -1 (off, the default), got %d", b.FitDefaults)
 	}
 	if b.Fill < 0 || b.Fill > 1 {
 		ps.Add("search.settings.fill", "must be 0 (Halton order, the default) or 1 (maximin), got %d", b.Fill)
@@ -766,7 +778,11 @@ func (b *Bayes) starts(req Request) []Suggestion {
 			}
 		}
 	}
-	out = append(out, Suggestion{Config: s.defaults(auto), Reason: "tf-defaults-nearest"})
+	if b.FitDefaults == 1 {
+		out = append(out, Suggestion{Config: s.fittedDefaults(auto), Reason: "tf-defaults-fitted"})
+	} else {
+		out = append(out, Suggestion{Config: s.defaults(auto), Reason: "tf-defaults-nearest"})
+	}
 	if b.AutoCores == 2 {
 		out = append(out, Suggestion{Config: s.defaults(true), Reason: "tf-defaults-auto"})
 	}

@@ -82,6 +82,7 @@ var registry = []StrategySpec{
 		intSetting("burst_starts", func(b *Bayes, v int) { b.BurstStarts = v }),
 		intSetting("ranked", func(b *Bayes, v int) { b.Ranked = v }),
 		intSetting("local_fill", func(b *Bayes, v int) { b.LocalFill = v }),
+		intSetting("fit_defaults", func(b *Bayes, v int) { b.FitDefaults = v }),
 	}},
 }
 

@@ -197,6 +197,23 @@ func (s *Space) shapedSplit(rows int, k int64, shape int, autoCores bool) (Confi
 	return s.runnableAt(idx)
 }
 
+// fittedDefaults is TF's defaults snapped into the space
+// (defaults(autoCores)) with max_batch_size cut to the smallest value the
+// space holds that is at least the rows the configuration can have in the
+// server (inServer): no batch it forms is larger.
+func (s *Space) fittedDefaults(autoCores bool) Config {
+	c := s.defaults(autoCores)
+	i, ok := s.byName[MaxBatchSize]
+	idx, in := s.indexOf(c)
+	if !ok || !in {
+		return c
+	}
+	if rows := s.inServer(s.valAt(idx)); s.params[i].Values[idx[i]] > rows {
+		idx[i] = s.atLeast(i, rows)
+	}
+	return s.configAt(idx)
+}
+
 // baseIndex is the index vector of TF's defaults snapped into the space
 // (defaults(autoCores)): what a starting point leaves alone.
 func (s *Space) baseIndex(autoCores bool) []int {

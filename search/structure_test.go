@@ -581,3 +581,36 @@ func TestBayesLocalFillStepsOnlyAfterTheSplits(t *testing.T) {
 		}
 	}
 }
+
+// fit_defaults 1 cuts the TF-defaults start's max_batch_size to the rows
+// it can have in the server: with 32 rows in flight and grpc_max_threads
+// 8 (TF's defaults snapped into the demo-like space), batches of 8 at
+// most; the other parameters stay TF's.
+func TestFittedDefaults(t *testing.T) {
+	s := demoLikeSpace(t, 32)
+	d := s.Defaults()
+	f := s.fittedDefaults(false)
+	if s.value(d, MaxBatchSize) != 64 || s.value(d, GRPCMaxThreads) != 8 {
+		t.Fatalf("defaults %s: want max_batch_size 64 and grpc_max_threads 8 for this test to mean anything", d)
+	}
+	for _, p := range s.Params() {
+		want := s.value(d, p.Name)
+		if p.Name == MaxBatchSize {
+			want = 8
+		}
+		if got := s.value(f, p.Name); got != want {
+			t.Errorf("fitted defaults %s: %s = %d, want %d", f, p.Name, got, want)
+		}
+	}
+	b := &Bayes{FitDefaults: 1}
+	var reasons []string
+	for _, a := range b.starts(Request{Space: s, Objective: throughput}) {
+		reasons = append(reasons, a.Reason)
+		if a.Reason == "tf-defaults-fitted" && !a.Config.Equal(f) {
+			t.Errorf("start %s, want the fitted defaults %s", a.Config, f)
+		}
+	}
+	if !slices.Contains(reasons, "tf-defaults-fitted") || slices.Contains(reasons, "tf-defaults-nearest") {
+		t.Errorf("fit_defaults 1: starts %v, want the fitted defaults in place of the nearest", reasons)
+	}
+}
