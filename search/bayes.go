@@ -735,8 +735,8 @@ func (b *Bayes) maximin(ctx context.Context, req Request, t taken, picked []Sugg
 // slots take turns, the step first; with 3 they take turns too, except
 // that a step which raised the best feasible objective by 1% or more is
 // followed by another; with 4 every slot where the structural starts
-// (splitRows) ran, else in turn. The turns are read from the history's trials that
-// ran and are none of the known starts, in order.
+// (splitRows) ran, else in turn. The turns are read from the history's
+// trials that ran and are none of the known starts, in order.
 func (b *Bayes) localFillTurn(req Request) bool {
 	if b.LocalFill == 2 || (b.LocalFill == 4 && b.splitRows(req) > 0) {
 		return true

@@ -470,7 +470,7 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 func TestBayesLocalFillTakesTurnsInTheDesign(t *testing.T) {
 	s := conformanceSpace(t)
 	for _, mode := range []int{0, -1, 2, 3} {
-		b := &Bayes{LocalFill: mode, Init: 12, Structure: -1} // TF's defaults and the recipe as the only starts: room to climb
+		b := &Bayes{LocalFill: mode, Init: 12, Structure: -1} // two starts, so ten slots to fill
 		var hist []Trial
 		var filled []string
 		climbed := map[int]bool{} // slots whose step raised the best by 1%
