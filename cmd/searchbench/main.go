@@ -8,6 +8,7 @@
 //	searchbench [flags] SURFACE.jsonl...
 //	searchbench -compare OLD.json NEW.json
 //	searchbench -truth name=value,... SURFACE.jsonl...
+//	searchbench -strategies S -trace K -budget N -horizon N SURFACE.jsonl...
 //
 // -compare reads two -json outputs back (two settings, or two strategies)
 // and says, per surface and target, whether the new side needs
@@ -93,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "write the reports as JSON instead of tables")
 	compare := fs.Bool("compare", false, "compare -json outputs instead of running: OLD.json NEW.json, or OLD.json... -- NEW.json... (each FILE or FILE:STRATEGY); per surface and target, each side's median trials with its 95% interval, the Mann-Whitney p over seeds, its Holm adjustment over all the comparisons, and won/lost at p < 0.05")
 	verbose := fs.Bool("v", false, "log every finished run to stderr")
+	trace := fs.Uint64("trace", 0, "instead of the table, print every trial of seed K's run (one strategy): what was suggested and why, what it measured, and its truth's share of the best (runs seeds 1..K; bound the run with -budget and -horizon)")
 	var truths listFlag
 	fs.Var(&truths, "truth", "instead of running, print a configuration's truth on each surface and its share of the best, e.g. -truth max_batch_size=32,batch_timeout_micros=20000,... (repeatable)")
 	settings := settingsFlag{}
@@ -140,6 +142,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if *trace > 0 {
+		if len(strats) != 1 {
+			fmt.Fprintln(stderr, "searchbench: -trace: name one strategy in -strategies")
+			return 2
+		}
+		*seeds = int(*trace)
+	}
 	logger := slog.New(slog.DiscardHandler)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -151,13 +160,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "searchbench:", err)
 			return 1
 		}
-		rep, err := replay.Bench(ctx, s, replay.BenchOptions{
+		opts := replay.BenchOptions{
 			Strategies: strats, Seeds: *seeds, Budget: *budget, Horizon: *horizon,
 			Batch: *batch, Targets: ts, Resolution: *resolution, CI: *ci, Workers: *workers, Logger: logger,
-		})
+		}
+		var steps strings.Builder
+		if *trace > 0 {
+			// Only seed K's run writes, and it runs on one goroutine.
+			opts.Trace = func(st replay.TraceStep) {
+				if st.Seed == *trace {
+					writeStep(&steps, st)
+				}
+			}
+		}
+		rep, err := replay.Bench(ctx, s, opts)
 		if err != nil {
 			fmt.Fprintf(stderr, "searchbench: %s: %v\n", path, err)
 			return 1
+		}
+		if *trace > 0 {
+			fmt.Fprintf(stdout, "%s, %s, seed %d:\n%s", s.Name, strats[0], *trace, steps.String())
+			continue
 		}
 		reports = append(reports, rep)
 		if *asJSON {
@@ -180,6 +203,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// writeStep writes one traced trial: its number, configuration, what it
+// measured (and whether it met the SLO), its truth's share of the best and
+// whether the truth meets the SLO, and the strategy's reason.
+func writeStep(w *strings.Builder, st replay.TraceStep) {
+	measured := "failed to load"
+	if st.Trial.Measured {
+		measured = fmt.Sprintf("measured %.4g (feasible %v)", st.Trial.Value, st.Trial.Feasible)
+	}
+	fmt.Fprintf(w, "%3d  %s  %s; truth %.3f of the best (feasible %v); %s\n", st.N, st.Trial.Config, measured, st.Ratio, st.Truth.Feasible, st.Reason)
 }
 
 func parseTargets(s string) ([]float64, error) {

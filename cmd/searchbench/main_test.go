@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -220,5 +221,33 @@ func TestRunTruth(t *testing.T) {
 		if code := run(t.Context(), []string{"-truth", tc.cfg, path}, &out, &errb); code == 0 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("-truth %s: exit %d, stderr %q; want a failure naming %q", tc.cfg, code, errb.String(), tc.want)
 		}
+	}
+}
+
+// -trace prints seed K's run trial by trial: numbered from 1 up to the
+// horizon, each with what it measured, its truth's share of the best and
+// the strategy's reason; it takes one strategy only.
+func TestRunTrace(t *testing.T) {
+	path := writeFixture(t)
+	var out, errb bytes.Buffer
+	args := []string{"-strategies", "hillclimb", "-trace", "2", "-budget", "4", "-horizon", "4", path}
+	if code := run(t.Context(), args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "cmd-fixture, hillclimb") || !strings.HasSuffix(lines[0], "seed 2:") {
+		t.Fatalf("want a heading and 4 trials, got:\n%s", out.String())
+	}
+	for i, l := range lines[1:] {
+		if !strings.HasPrefix(strings.TrimSpace(l), fmt.Sprint(i+1)+"  ") || !strings.Contains(l, "of the best (feasible ") {
+			t.Errorf("trial line %d: %q", i+1, l)
+		}
+	}
+	if !strings.Contains(lines[1], "start") {
+		t.Errorf("hill-climbing's first trial should give its start as the reason: %q", lines[1])
+	}
+	errb.Reset()
+	if code := run(t.Context(), []string{"-strategies", "hillclimb,random", "-trace", "1", path}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-trace: name one strategy") {
+		t.Errorf("-trace with two strategies: exit %d, stderr %q; want 2 and a clear error", code, errb.String())
 	}
 }

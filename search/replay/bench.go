@@ -53,6 +53,20 @@ type BenchOptions struct {
 	Workers int
 	// Logger receives a line per finished run; nil discards.
 	Logger *slog.Logger
+	// Trace, when not nil, is called with every trial of every run, in
+	// the run's order; runs of different seeds call it concurrently.
+	Trace func(TraceStep)
+}
+
+// TraceStep is one trial of a bench run, as BenchOptions.Trace sees it.
+type TraceStep struct {
+	Strategy string
+	Seed     uint64
+	N        int    // the trial's number in the run, from 1
+	Reason   string // why the strategy suggested it
+	Trial    search.Trial
+	Truth    Truth   // the configuration's truth (Surface.Truth)
+	Ratio    float64 // the truth's share of the best feasible (Surface.Ratio)
 }
 
 // Run is one strategy's run with one seed.
@@ -229,7 +243,7 @@ func Bench(ctx context.Context, s *Surface, opts BenchOptions) (*Report, error) 
 			defer wg.Done()
 			for j := range jobs {
 				st := opts.Strategies[j.strat]
-				r, err := benchRun(ctx, s, st, uint64(j.seed+1), rep, stop)
+				r, err := benchRun(ctx, s, st, uint64(j.seed+1), rep, stop, opts.Trace)
 				if err != nil {
 					errs <- fmt.Errorf("replay: %s seed %d: %w", st.Name(), j.seed+1, err)
 					cancel()
@@ -281,7 +295,7 @@ func chanValues(c <-chan error) func(func(error) bool) {
 }
 
 // benchRun is one strategy's study on the surface with one seed.
-func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, rep *Report, stop search.StopRule) (Run, error) {
+func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, rep *Report, stop search.StopRule, trace func(TraceStep)) (Run, error) {
 	r := Run{Seed: seed, Reach: make([]int, len(rep.Targets))}
 	rp := s.Replay(seed)
 	var hist []search.Trial
@@ -316,12 +330,16 @@ func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, 
 				return r, fmt.Errorf("suggested %s, which breaks a hard rule", sg.Config)
 			}
 			r.Trials++
-			if truth, _ := s.Truth(sg.Config); truth.Feasible {
+			truth, _ := s.Truth(sg.Config)
+			if truth.Feasible {
 				for i, target := range rep.Targets {
 					if r.Reach[i] == 0 && s.Ratio(truth.Value, best) >= target-1e-12 {
 						r.Reach[i] = r.Trials
 					}
 				}
+			}
+			if trace != nil {
+				trace(TraceStep{Strategy: st.Name(), Seed: seed, N: r.Trials, Reason: sg.Reason, Trial: tr, Truth: truth, Ratio: s.Ratio(truth.Value, best)})
 			}
 			if r.StopAt == 0 && r.Trials < rep.Budget {
 				if ok, _ := stop.Stop(hist); ok {
