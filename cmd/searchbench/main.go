@@ -16,7 +16,8 @@
 // how many of those verdicts survive Holm's correction for the number of
 // comparisons made. -truth prints a configuration's truth on a surface
 // (the mean of its recorded runs, what strategies are scored against) and
-// its share of the surface's best.
+// its share of the surface's best. -trace K prints one strategy's run with
+// seed K trial by trial, through the same loop the table is scored by.
 //
 // The surface file format is documented in package search/replay. The
 // command is thin: search/replay does the work and returns data; this file
