@@ -199,6 +199,14 @@ type Bayes struct {
 	// (2026-12-06, tenth session) it won and lost none of 26 comparisons
 	// after Holm's correction (experiments/search-bench).
 	FitDefaults int
+	// Trend, when 1, gives every model's kernel a linear term over the
+	// centred model inputs, its variance fitted with the other
+	// hyperparameters (gp.go, linear): Bayesian linear regression plus
+	// the Matérn term, so that away from the trials a model follows the
+	// slope it has measured (more rows per batch, more QPS; a longer
+	// timeout, a longer P99) instead of reverting to the data's mean. 0 or
+	// -1: off, the default.
+	Trend int
 	// AutoCores, when 1, snaps TF's "auto" (0) for the parallelism flags
 	// as one thread per core in the starting points that leave them at
 	// TF's defaults (the TF-defaults start and Split's), where the space
@@ -331,6 +339,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.LocalFill < -1 || b.LocalFill > 4 {
 		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only), 3 (in turn, another step after one that climbed), 4 (steps only after the structural starts) or -1 (off), got %d", b.LocalFill)
+	}
+	if b.Trend < -1 || b.Trend > 1 {
+		ps.Add("search.settings.trend", "must be 1 (a linear term in the models' kernels) or 0 or -1 (off, the default), got %d", b.Trend)
 	}
 	if b.FitDefaults < -1 || b.FitDefaults > 1 {
 		ps.Add("search.settings.fit_defaults", "must be 1 (TF's defaults with max_batch_size cut to the rows in the server) or 0 or -1 (off, the default), got %d", b.FitDefaults)
@@ -809,6 +820,15 @@ func (b *Bayes) splitRows(req Request) int {
 	return 0
 }
 
+// gpPrior is what the models assume of d inputs (LengthscalePrior, Trend).
+func (b *Bayes) gpPrior(d int) gpPrior {
+	p := gpPrior{ls: lsPrior, trend: b.Trend == 1}
+	if b.LengthscalePrior == 1 {
+		p.ls = dimScaledPrior(d)
+	}
+	return p
+}
+
 // inputs is what the models see of a configuration (structure.go), or its
 // bare position when the structural inputs are switched off.
 func (b *Bayes) inputs(s *Space, c Config) ([]float64, bool) {
@@ -859,10 +879,7 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 
 	var fpost, cpost, lpost *posterior
 	var fgp, cgp, lgp *gp
-	ls := lsPrior
-	if b.LengthscalePrior == 1 {
-		ls = dimScaledPrior(len(xs[0]))
-	}
+	ls := b.gpPrior(len(xs[0]))
 	if len(obs.fx) >= 2 {
 		if fgp, err = fitGP(ctx, obs.fx, obs.fy, st.fitMax, ls); err != nil {
 			return nil, err

@@ -15,12 +15,14 @@ import (
 
 // gp is Gaussian-process regression with a Matérn 5/2 ARD kernel over the
 // space's unit-cube features, a constant mean (the data's), and Gaussian
-// observation noise. Targets are standardised; predictions are returned in
-// the standardised units and scale converts them back.
+// observation noise; with gpPrior.trend the kernel has a linear term too
+// (linear). Targets are standardised; predictions are returned in the
+// standardised units and scale converts them back.
 type gp struct {
 	x          [][]float64
 	ls         []float64 // lengthscale per dimension
 	sf2, sn2   float64   // signal and noise variance (standardised units)
+	sl2        float64   // the linear term's variance (0: none)
 	mean, std  float64   // standardisation of the targets
 	u          blas64.Triangular
 	alpha      []float64 // K⁻¹ y (standardised)
@@ -46,6 +48,34 @@ var (
 )
 
 type logPrior struct{ mean, sd, lo, hi float64 }
+
+// gpPrior is what a model assumes before it sees a trial: the prior on
+// its log lengthscales (lsPrior, or dimScaledPrior), and whether its
+// kernel has a linear term (Bayes.Trend).
+type gpPrior struct {
+	ls    logPrior
+	trend bool
+}
+
+// sl2Prior is the weak prior on the linear term's log variance, in the
+// standardised units. It is broad: when one of d inputs carries the whole
+// slope, explaining standardised targets takes a variance of the order
+// of d, more when the trials cover part of that input's range.
+var sl2Prior = logPrior{mean: 0, sd: 2, lo: math.Log(1e-4), hi: math.Log(1000)}
+
+// linear is the linear kernel term's correlation of two inputs: their
+// product about the unit cube's centre, scaled so that a corner's
+// variance is 1 whatever the dimension. With a variance of its own (gp.sl2)
+// it is Bayesian linear regression on the inputs, added to the Matérn
+// term: away from the trials the posterior mean follows the fitted slope
+// (more rows per batch, more QPS) instead of reverting to the data's mean.
+func linear(a, b []float64) float64 {
+	var v float64
+	for i := range a {
+		v += (a[i] - 0.5) * (b[i] - 0.5)
+	}
+	return 4 * v / float64(len(a))
+}
 
 // dimScaledPrior is the lengthscale prior of Hvarfner, Hellsten and Nardi
 // ("Vanilla Bayesian optimization performs great in high dimensions",
@@ -83,8 +113,10 @@ func (p logPrior) clamp(t float64) float64 { return math.Max(p.lo, math.Min(p.hi
 // deterministically, with L-BFGS from two starts, then conditions on every
 // point.
 //
-// ls is the prior on the log lengthscales (lsPrior, or dimScaledPrior).
-func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, ls logPrior) (*gp, error) {
+// prior is the prior on the log lengthscales and whether the kernel has a
+// linear term.
+func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gpPrior) (*gp, error) {
+	ls := prior.ls
 	n := len(x)
 	d := len(x[0])
 	mean, std := meanStd(y)
@@ -99,8 +131,12 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, ls logPr
 	for i, j := range sub {
 		sx[i], sy[i] = x[j], ys[j]
 	}
-	ml := newMarginal(sx, sy)
+	ml := newMarginal(sx, sy, prior.trend)
 	ml.ls = ls
+	nt := d + 2 // log ls₁..d, log sf2, log sn2[, log sl2]
+	if prior.trend {
+		nt++
+	}
 
 	// The second start is the lengthscale prior's median (1 for lsPrior).
 	starts := [][3]float64{{math.Log(0.3), 0, math.Log(0.01)}, {ls.mean, 0, math.Log(0.1)}}
@@ -108,11 +144,14 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, ls logPr
 	var theta []float64
 	var fitErr error
 	for _, s := range starts {
-		init := make([]float64, d+2)
+		init := make([]float64, nt)
 		for i := range d {
 			init[i] = s[0]
 		}
 		init[d], init[d+1] = s[1], s[2]
+		if prior.trend {
+			init[d+2] = sl2Prior.mean
+		}
 		prob := optimize.Problem{
 			Func: ml.value,
 			Grad: ml.grad,
@@ -140,11 +179,14 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, ls logPr
 		}
 	}
 	if theta == nil {
-		theta = make([]float64, d+2)
+		theta = make([]float64, nt)
 		for i := range d {
 			theta[i] = ls.mean
 		}
 		theta[d], theta[d+1] = sf2Prior.mean, sn2Prior.mean
+		if prior.trend {
+			theta[d+2] = sl2Prior.mean
+		}
 	}
 	g := &gp{x: x, mean: mean, std: std, fitPoints: len(sub), fitFailure: fitErr}
 	g.ls = make([]float64, d)
@@ -153,6 +195,9 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, ls logPr
 	}
 	g.sf2 = math.Exp(sf2Prior.clamp(theta[d]))
 	g.sn2 = math.Exp(sn2Prior.clamp(theta[d+1]))
+	if prior.trend {
+		g.sl2 = math.Exp(sl2Prior.clamp(theta[d+2]))
+	}
 	if err := g.condition(ys); err != nil {
 		return nil, err
 	}
@@ -256,7 +301,11 @@ func (g *gp) kern(a, b []float64) float64 {
 		z := (a[i] - b[i]) / g.ls[i]
 		r2 += z * z
 	}
-	return g.sf2 * matern52(math.Sqrt(r2))
+	k := g.sf2 * matern52(math.Sqrt(r2))
+	if g.sl2 > 0 {
+		k += g.sl2 * linear(a, b)
+	}
+	return k
 }
 
 // posterior is the GP's prediction at m candidate points: mean and variance
@@ -296,7 +345,7 @@ func (g *gp) predict(xs [][]float64) *posterior {
 		for _, r := range row {
 			s += r * r
 		}
-		p.vari[j] = math.Max(g.sf2-s, 1e-12)
+		p.vari[j] = math.Max(g.kern(xs[j], xs[j])-s, 1e-12)
 	}
 	return p
 }
@@ -331,12 +380,14 @@ func (p *posterior) believe(j int) {
 }
 
 // marginal evaluates the negative log marginal likelihood (plus priors) of
-// the hyperparameters θ = (log ls₁..d, log sf2, log sn2) and its gradient.
+// the hyperparameters θ = (log ls₁..d, log sf2, log sn2[, log sl2]) and
+// its gradient.
 type marginal struct {
 	x          [][]float64
 	y          []float64
 	ls         logPrior    // prior on the log lengthscales
 	diff2      [][]float64 // per dimension, (x_a - x_b)² for a, b in row-major n×n
+	lin        []float64   // linear(x_a, x_b) in row-major n×n; nil without the linear term
 	rbuf, ebuf []float64   // per-pair scratch
 	// cache of the last evaluation
 	last []float64
@@ -344,9 +395,17 @@ type marginal struct {
 	g    []float64
 }
 
-func newMarginal(x [][]float64, y []float64) *marginal {
+func newMarginal(x [][]float64, y []float64, trend bool) *marginal {
 	n, d := len(x), len(x[0])
 	ml := &marginal{x: x, y: y, diff2: make([][]float64, d)}
+	if trend {
+		ml.lin = make([]float64, n*n)
+		for a := range n {
+			for b := range n {
+				ml.lin[a*n+b] = linear(x[a], x[b])
+			}
+		}
+	}
 	for k := range d {
 		dk := make([]float64, n*n)
 		for a := range n {
@@ -379,7 +438,7 @@ func (ml *marginal) eval(theta []float64) {
 	ml.last = slices.Clone(theta)
 	n, d := len(ml.x), len(ml.diff2)
 	if ml.g == nil {
-		ml.g = make([]float64, d+2)
+		ml.g = make([]float64, len(theta))
 	}
 	for i := range ml.g {
 		ml.g[i] = 0
@@ -389,6 +448,10 @@ func (ml *marginal) eval(theta []float64) {
 		inv[k] = math.Exp(-2 * theta[k]) // 1/ls²
 	}
 	sf2, sn2 := math.Exp(theta[d]), math.Exp(theta[d+1])
+	var sl2 float64
+	if ml.lin != nil {
+		sl2 = math.Exp(theta[d+2])
+	}
 
 	// r, e^{−√5 r} and the kernel for each pair (a ≤ b), computed once:
 	// the exponential dominates the cost.
@@ -405,6 +468,9 @@ func (ml *marginal) eval(theta []float64) {
 			eab := math.Exp(-sqrt5 * rab)
 			r, e = append(r, rab), append(e, eab)
 			v := sf2 * (1 + sqrt5*rab + 5*rab*rab/3) * eab
+			if ml.lin != nil {
+				v += sl2 * ml.lin[a*n+b]
+			}
 			if a == b {
 				v += sn2 + 1e-9
 			}
@@ -445,19 +511,25 @@ func (ml *marginal) eval(theta []float64) {
 	// off-diagonal pairs counted twice.
 	w := kinv.RawSymmetric()
 	al := alpha.RawVector().Data
-	var gsf, gsn float64
+	var gsf, gsn, gsl float64
 	p := 0
 	for a := range n {
 		for b := a; b < n; b, p = b+1, p+1 {
 			wab := w.Data[a*w.Stride+b] - al[a]*al[b]
 			rab, eab := r[p], e[p]
 			kab := sf2 * (1 + sqrt5*rab + 5*rab*rab/3) * eab
+			var lab float64
+			if ml.lin != nil {
+				lab = sl2 * ml.lin[a*n+b]
+			}
 			if a == b {
 				gsf += wab * kab
 				gsn += wab * sn2
+				gsl += wab * lab
 				continue
 			}
 			gsf += 2 * wab * kab
+			gsl += 2 * wab * lab
 			// ∂k/∂log ls_k = sf2 · 5/3 (1 + √5 r) e^{−√5 r} · d_k²/ls_k².
 			common := 2 * wab * sf2 * 5 / 3 * (1 + sqrt5*rab) * eab
 			for k := range d {
@@ -470,6 +542,9 @@ func (ml *marginal) eval(theta []float64) {
 	}
 	ml.g[d] = 0.5 * gsf
 	ml.g[d+1] = 0.5 * gsn
+	if ml.lin != nil {
+		ml.g[d+2] = 0.5 * gsl
+	}
 
 	for k := range d {
 		v, gk := ml.ls.penalty(theta[k])
@@ -482,5 +557,10 @@ func (ml *marginal) eval(theta []float64) {
 	v, gk = sn2Prior.penalty(theta[d+1])
 	f += v
 	ml.g[d+1] += gk
+	if ml.lin != nil {
+		v, gk = sl2Prior.penalty(theta[d+2])
+		f += v
+		ml.g[d+2] += gk
+	}
 	ml.f = f
 }

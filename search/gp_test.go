@@ -17,23 +17,64 @@ func TestMarginalGradient(t *testing.T) {
 		x[i] = []float64{r.Float64(), r.Float64(), r.Float64()}
 		y[i] = math.Sin(3*x[i][0]) + 0.5*x[i][1] + 0.05*r.NormFloat64()
 	}
-	ml := newMarginal(x, y)
-	for _, theta := range [][]float64{
-		{math.Log(0.3), math.Log(0.8), math.Log(2), 0.1, math.Log(0.01)},
-		{math.Log(1.5), math.Log(0.1), math.Log(0.5), -0.5, math.Log(0.2)},
-	} {
-		grad := make([]float64, d+2)
-		ml.grad(grad, theta)
-		for k := range theta {
-			const h = 1e-5
-			up, down := append([]float64(nil), theta...), append([]float64(nil), theta...)
-			up[k] += h
-			down[k] -= h
-			num := (ml.value(up) - ml.value(down)) / (2 * h)
-			if math.Abs(num-grad[k]) > 1e-4*math.Max(1, math.Abs(num)) {
-				t.Errorf("θ=%v: ∂/∂θ[%d] analytic %.6g, numeric %.6g", theta, k, grad[k], num)
+	for _, trend := range []bool{false, true} {
+		ml := newMarginal(x, y, trend)
+		for _, theta := range [][]float64{
+			{math.Log(0.3), math.Log(0.8), math.Log(2), 0.1, math.Log(0.01)},
+			{math.Log(1.5), math.Log(0.1), math.Log(0.5), -0.5, math.Log(0.2)},
+		} {
+			if trend {
+				theta = append(theta, math.Log(0.4)) // log sl2
+			}
+			grad := make([]float64, len(theta))
+			ml.grad(grad, theta)
+			for k := range theta {
+				const h = 1e-5
+				up, down := append([]float64(nil), theta...), append([]float64(nil), theta...)
+				up[k] += h
+				down[k] -= h
+				num := (ml.value(up) - ml.value(down)) / (2 * h)
+				if math.Abs(num-grad[k]) > 1e-4*math.Max(1, math.Abs(num)) {
+					t.Errorf("trend %v, θ=%v: ∂/∂θ[%d] analytic %.6g, numeric %.6g", trend, theta, k, grad[k], num)
+				}
 			}
 		}
+	}
+	_ = d
+}
+
+// TestGPTrendExtrapolates: trained on a rising line over the cube's lower
+// half only, the model with a linear term predicts that the line goes on
+// rising at the far end, where the Matérn term alone reverts to the data's
+// mean.
+func TestGPTrendExtrapolates(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var x [][]float64
+	var y []float64
+	for range 12 {
+		p := []float64{r.Float64() * 0.5, r.Float64()}
+		x = append(x, p)
+		y = append(y, 2*p[0]+0.01*r.NormFloat64())
+	}
+	far := [][]float64{{0.95, 0.5}}
+	pred := func(trend bool) float64 {
+		g, err := fitGP(t.Context(), x, y, 100, gpPrior{ls: lsPrior, trend: trend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if trend != (g.sl2 > 0) {
+			t.Fatalf("trend %v: linear variance %v", trend, g.sl2)
+		}
+		t.Logf("trend %v: ls %v sf2 %.3g sn2 %.3g sl2 %.3g", trend, g.ls, g.sf2, g.sn2, g.sl2)
+		return g.predict(far).mu[0]*g.std + g.mean
+	}
+	const truth = 1.9
+	with, without := pred(true), pred(false)
+	if math.Abs(with-truth) > 0.25 {
+		t.Errorf("with the linear term the prediction at x0 = 0.95 is %.3f, want about %.1f", with, truth)
+	}
+	if math.Abs(without-truth) < 2*math.Abs(with-truth) {
+		t.Errorf("without the linear term the prediction at x0 = 0.95 is %.3f, with it %.3f: the term made no difference (truth %.1f)", without, with, truth)
 	}
 }
 
@@ -51,7 +92,7 @@ func TestGPFitsASmoothFunction(t *testing.T) {
 		x = append(x, p)
 		y = append(y, f(p)+0.02*r.NormFloat64())
 	}
-	g, err := fitGP(t.Context(), x, y, 100, lsPrior)
+	g, err := fitGP(t.Context(), x, y, 100, gpPrior{ls: lsPrior})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +127,7 @@ func TestGPFitsASmoothFunction(t *testing.T) {
 func TestBelieverShrinksVarianceNearThePick(t *testing.T) {
 	x := [][]float64{{0.1}, {0.9}}
 	y := []float64{0, 1}
-	g, err := fitGP(t.Context(), x, y, 100, lsPrior)
+	g, err := fitGP(t.Context(), x, y, 100, gpPrior{ls: lsPrior})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,10 +88,7 @@ func (b *Bayes) Rank(ctx context.Context, req Request) ([]Config, error) {
 	if b.Ranked < 0 || len(order) < 2 || len(obs.fx) < 3 {
 		return order, nil
 	}
-	ls := lsPrior
-	if b.LengthscalePrior == 1 {
-		ls = dimScaledPrior(len(obs.fx[0]))
-	}
+	ls := b.gpPrior(len(obs.fx[0]))
 	xs := make([][]float64, len(order))
 	for i, c := range order {
 		x, ok := b.inputs(req.Space, c)

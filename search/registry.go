@@ -83,6 +83,7 @@ var registry = []StrategySpec{
 		intSetting("ranked", func(b *Bayes, v int) { b.Ranked = v }),
 		intSetting("local_fill", func(b *Bayes, v int) { b.LocalFill = v }),
 		intSetting("fit_defaults", func(b *Bayes, v int) { b.FitDefaults = v }),
+		intSetting("trend", func(b *Bayes, v int) { b.Trend = v }),
 	}},
 }
 
