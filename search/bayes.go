@@ -207,6 +207,12 @@ type Bayes struct {
 	// timeout, a longer P99) instead of reverting to the data's mean. 0 or
 	// -1: off, the default.
 	Trend int
+	// Warp, when 1, passes every model input through a Kumaraswamy CDF
+	// whose two shape parameters per input are fitted with the other
+	// hyperparameters (input warping, gp.go kuma), so that a model can be
+	// steep where the surface is (the knee, the SLO's edge) and flat
+	// elsewhere. 0 or -1: off, the default.
+	Warp int
 	// AutoCores, when 1, snaps TF's "auto" (0) for the parallelism flags
 	// as one thread per core in the starting points that leave them at
 	// TF's defaults (the TF-defaults start and Split's), where the space
@@ -339,6 +345,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.LocalFill < -1 || b.LocalFill > 4 {
 		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only), 3 (in turn, another step after one that climbed), 4 (steps only after the structural starts) or -1 (off), got %d", b.LocalFill)
+	}
+	if b.Warp < -1 || b.Warp > 1 {
+		ps.Add("search.settings.warp", "must be 1 (input warping in the models) or 0 or -1 (off, the default), got %d", b.Warp)
 	}
 	if b.Trend < -1 || b.Trend > 1 {
 		ps.Add("search.settings.trend", "must be 1 (a linear term in the models' kernels) or 0 or -1 (off, the default), got %d", b.Trend)
@@ -820,9 +829,10 @@ func (b *Bayes) splitRows(req Request) int {
 	return 0
 }
 
-// gpPrior is what the models assume of d inputs (LengthscalePrior, Trend).
+// gpPrior is what the models assume of d inputs (LengthscalePrior, Trend,
+// Warp).
 func (b *Bayes) gpPrior(d int) gpPrior {
-	p := gpPrior{ls: lsPrior, trend: b.Trend == 1}
+	p := gpPrior{ls: lsPrior, trend: b.Trend == 1, warp: b.Warp == 1}
 	if b.LengthscalePrior == 1 {
 		p.ls = dimScaledPrior(d)
 	}

@@ -23,6 +23,7 @@ type gp struct {
 	ls         []float64 // lengthscale per dimension
 	sf2, sn2   float64   // signal and noise variance (standardised units)
 	sl2        float64   // the linear term's variance (0: none)
+	warp       []kuma    // each input's warping (nil: none); x holds the warped inputs
 	mean, std  float64   // standardisation of the targets
 	u          blas64.Triangular
 	alpha      []float64 // K⁻¹ y (standardised)
@@ -55,6 +56,48 @@ type logPrior struct{ mean, sd, lo, hi float64 }
 type gpPrior struct {
 	ls    logPrior
 	trend bool
+	warp  bool // each input through a fitted Kumaraswamy CDF (Bayes.Warp)
+}
+
+// warpPrior is the prior on each of a Kumaraswamy CDF's log shape
+// parameters: centred on the identity (a = b = 1), as in BoTorch's input
+// warping.
+var warpPrior = logPrior{mean: 0, sd: 0.75, lo: math.Log(0.1), hi: math.Log(10)}
+
+// kuma is a Kumaraswamy CDF, w(x) = 1 − (1 − xᵃ)ᵇ on [0, 1]: the input
+// warping of Snoek, Swersky, Zemel and Adams ("Input warping for Bayesian
+// optimization of non-stationary functions", ICML 2014). a = b = 1 is the
+// identity; other shapes stretch one end of an input's range and squeeze
+// the other, so that one lengthscale can serve a surface that is steep
+// near its knee and flat elsewhere.
+type kuma struct{ a, b float64 }
+
+// warpEps keeps inputs off 0 and 1, where the CDF's derivatives in a and
+// b are singular.
+const warpEps = 1e-6
+
+// at returns w(x) and its derivatives in log a and log b.
+func (k kuma) at(x float64) (w, da, db float64) {
+	x = math.Min(math.Max(x, warpEps), 1-warpEps)
+	xa := math.Pow(x, k.a)
+	q := 1 - xa
+	qb := math.Pow(q, k.b)
+	w = 1 - qb
+	da = k.a * k.b * qb / q * xa * math.Log(x) // a ∂w/∂a
+	db = -k.b * qb * math.Log(q)               // b ∂w/∂b
+	return w, da, db
+}
+
+// warped is x with each input through its warping (x itself when none).
+func (g *gp) warped(x []float64) []float64 {
+	if g.warp == nil {
+		return x
+	}
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i], _, _ = g.warp[i].at(v)
+	}
+	return out
 }
 
 // sl2Prior is the weak prior on the linear term's log variance, in the
@@ -131,11 +174,11 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gp
 	for i, j := range sub {
 		sx[i], sy[i] = x[j], ys[j]
 	}
-	ml := newMarginal(sx, sy, prior.trend)
+	ml := newMarginal(sx, sy, prior.trend, prior.warp)
 	ml.ls = ls
-	nt := d + 2 // log ls₁..d, log sf2, log sn2[, log sl2]
-	if prior.trend {
-		nt++
+	nt := ml.w0 // log ls₁..d, log sf2, log sn2[, log sl2][, log a₁, log b₁ … log a_d, log b_d]
+	if prior.warp {
+		nt += 2 * d
 	}
 
 	// The second start is the lengthscale prior's median (1 for lsPrior).
@@ -152,6 +195,7 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gp
 		if prior.trend {
 			init[d+2] = sl2Prior.mean
 		}
+		// The warpings start at the identity (log a = log b = 0).
 		prob := optimize.Problem{
 			Func: ml.value,
 			Grad: ml.grad,
@@ -189,6 +233,16 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gp
 		}
 	}
 	g := &gp{x: x, mean: mean, std: std, fitPoints: len(sub), fitFailure: fitErr}
+	if prior.warp {
+		g.warp = make([]kuma, d)
+		for i := range d {
+			g.warp[i] = kuma{math.Exp(warpPrior.clamp(theta[ml.w0+2*i])), math.Exp(warpPrior.clamp(theta[ml.w0+2*i+1]))}
+		}
+		g.x = make([][]float64, n)
+		for i, v := range x {
+			g.x[i] = g.warped(v)
+		}
+	}
 	g.ls = make([]float64, d)
 	for i := range d {
 		g.ls[i] = math.Exp(ls.clamp(theta[i]))
@@ -324,6 +378,13 @@ type posterior struct {
 
 // predict computes the posterior at xs.
 func (g *gp) predict(xs [][]float64) *posterior {
+	if g.warp != nil {
+		w := make([][]float64, len(xs))
+		for j, x := range xs {
+			w[j] = g.warped(x)
+		}
+		xs = w
+	}
 	n, m := len(g.x), len(xs)
 	p := &posterior{g: g, xs: xs, mu: make([]float64, m), vari: make([]float64, m)}
 	p.v = blas64.General{Rows: m, Cols: n, Stride: n, Data: make([]float64, m*n)}
@@ -388,6 +449,11 @@ type marginal struct {
 	ls         logPrior    // prior on the log lengthscales
 	diff2      [][]float64 // per dimension, (x_a - x_b)² for a, b in row-major n×n
 	lin        []float64   // linear(x_a, x_b) in row-major n×n; nil without the linear term
+	trend      bool
+	warp       bool
+	w0         int         // index in θ of the first warping parameter
+	wx         [][]float64 // the warped inputs at the last θ (warp only)
+	dwa, dwb   [][]float64 // their derivatives in log a and log b
 	rbuf, ebuf []float64   // per-pair scratch
 	// cache of the last evaluation
 	last []float64
@@ -395,28 +461,46 @@ type marginal struct {
 	g    []float64
 }
 
-func newMarginal(x [][]float64, y []float64, trend bool) *marginal {
+func newMarginal(x [][]float64, y []float64, trend, warp bool) *marginal {
 	n, d := len(x), len(x[0])
-	ml := &marginal{x: x, y: y, diff2: make([][]float64, d)}
+	ml := &marginal{x: x, y: y, diff2: make([][]float64, d), trend: trend, warp: warp, w0: d + 2}
 	if trend {
+		ml.w0++
 		ml.lin = make([]float64, n*n)
-		for a := range n {
-			for b := range n {
-				ml.lin[a*n+b] = linear(x[a], x[b])
-			}
-		}
 	}
 	for k := range d {
-		dk := make([]float64, n*n)
+		ml.diff2[k] = make([]float64, n*n)
+	}
+	if warp {
+		ml.wx, ml.dwa, ml.dwb = make([][]float64, n), make([][]float64, n), make([][]float64, n)
+		for a := range n {
+			ml.wx[a], ml.dwa[a], ml.dwb[a] = make([]float64, d), make([]float64, d), make([]float64, d)
+		}
+		return ml // the distances depend on θ: eval computes them
+	}
+	ml.distances(x)
+	return ml
+}
+
+// distances fills diff2 (and lin) from the inputs x.
+func (ml *marginal) distances(x [][]float64) {
+	n, d := len(x), len(x[0])
+	for k := range d {
+		dk := ml.diff2[k]
 		for a := range n {
 			for b := range n {
 				z := x[a][k] - x[b][k]
 				dk[a*n+b] = z * z
 			}
 		}
-		ml.diff2[k] = dk
 	}
-	return ml
+	if ml.lin != nil {
+		for a := range n {
+			for b := range n {
+				ml.lin[a*n+b] = linear(x[a], x[b])
+			}
+		}
+	}
 }
 
 func (ml *marginal) value(theta []float64) float64 {
@@ -451,6 +535,15 @@ func (ml *marginal) eval(theta []float64) {
 	var sl2 float64
 	if ml.lin != nil {
 		sl2 = math.Exp(theta[d+2])
+	}
+	if ml.warp {
+		for a, x := range ml.x {
+			for k := range d {
+				w := kuma{math.Exp(theta[ml.w0+2*k]), math.Exp(theta[ml.w0+2*k+1])}
+				ml.wx[a][k], ml.dwa[a][k], ml.dwb[a][k] = w.at(x[k])
+			}
+		}
+		ml.distances(ml.wx)
 	}
 
 	// r, e^{−√5 r} and the kernel for each pair (a ≤ b), computed once:
@@ -522,6 +615,19 @@ func (ml *marginal) eval(theta []float64) {
 			if ml.lin != nil {
 				lab = sl2 * ml.lin[a*n+b]
 			}
+			if ml.warp && ml.lin != nil {
+				// The linear term's ∂/∂θ = sl2 · 4/d (∂w_a (w_b − ½) +
+				// (w_a − ½) ∂w_b), halved, and doubled off the diagonal.
+				l := wab * sl2 * 4 / float64(d) / 2
+				if a != b {
+					l *= 2
+				}
+				wa, wb := ml.wx[a], ml.wx[b]
+				for k := range d {
+					ml.g[ml.w0+2*k] += l * (ml.dwa[a][k]*(wb[k]-0.5) + (wa[k]-0.5)*ml.dwa[b][k])
+					ml.g[ml.w0+2*k+1] += l * (ml.dwb[a][k]*(wb[k]-0.5) + (wa[k]-0.5)*ml.dwb[b][k])
+				}
+			}
 			if a == b {
 				gsf += wab * kab
 				gsn += wab * sn2
@@ -534,6 +640,17 @@ func (ml *marginal) eval(theta []float64) {
 			common := 2 * wab * sf2 * 5 / 3 * (1 + sqrt5*rab) * eab
 			for k := range d {
 				ml.g[k] += common * ml.diff2[k][a*n+b] * inv[k]
+			}
+			if ml.warp {
+				// ∂k/∂d_k² = −sf2 · 5/6 (1 + √5 r) e^{−√5 r} / ls_k² and
+				// ∂d_k²/∂θ = 2 Δw Δ∂w; common carries the pair's double
+				// count, the ½ is applied here.
+				wa, wb := ml.wx[a], ml.wx[b]
+				for k := range d {
+					c := -common / 2 * inv[k] * (wa[k] - wb[k])
+					ml.g[ml.w0+2*k] += c * (ml.dwa[a][k] - ml.dwa[b][k])
+					ml.g[ml.w0+2*k+1] += c * (ml.dwb[a][k] - ml.dwb[b][k])
+				}
 			}
 		}
 	}
@@ -561,6 +678,11 @@ func (ml *marginal) eval(theta []float64) {
 		v, gk = sl2Prior.penalty(theta[d+2])
 		f += v
 		ml.g[d+2] += gk
+	}
+	for k := ml.w0; ml.warp && k < len(theta); k++ {
+		v, gk = warpPrior.penalty(theta[k])
+		f += v
+		ml.g[k] += gk
 	}
 	ml.f = f
 }

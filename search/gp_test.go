@@ -17,14 +17,18 @@ func TestMarginalGradient(t *testing.T) {
 		x[i] = []float64{r.Float64(), r.Float64(), r.Float64()}
 		y[i] = math.Sin(3*x[i][0]) + 0.5*x[i][1] + 0.05*r.NormFloat64()
 	}
-	for _, trend := range []bool{false, true} {
-		ml := newMarginal(x, y, trend)
+	for _, c := range []struct{ trend, warp bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		trend := c.trend
+		ml := newMarginal(x, y, c.trend, c.warp)
 		for _, theta := range [][]float64{
 			{math.Log(0.3), math.Log(0.8), math.Log(2), 0.1, math.Log(0.01)},
 			{math.Log(1.5), math.Log(0.1), math.Log(0.5), -0.5, math.Log(0.2)},
 		} {
 			if trend {
 				theta = append(theta, math.Log(0.4)) // log sl2
+			}
+			if c.warp { // log a, log b per dimension, away from the identity
+				theta = append(theta, 0.3, -0.2, -0.5, 0.4, 0.1, 0.6)
 			}
 			grad := make([]float64, len(theta))
 			ml.grad(grad, theta)
@@ -35,7 +39,7 @@ func TestMarginalGradient(t *testing.T) {
 				down[k] -= h
 				num := (ml.value(up) - ml.value(down)) / (2 * h)
 				if math.Abs(num-grad[k]) > 1e-4*math.Max(1, math.Abs(num)) {
-					t.Errorf("trend %v, θ=%v: ∂/∂θ[%d] analytic %.6g, numeric %.6g", trend, theta, k, grad[k], num)
+					t.Errorf("trend %v, warp %v, θ=%v: ∂/∂θ[%d] analytic %.6g, numeric %.6g", trend, c.warp, theta, k, grad[k], num)
 				}
 			}
 		}
@@ -75,6 +79,53 @@ func TestGPTrendExtrapolates(t *testing.T) {
 	}
 	if math.Abs(without-truth) < 2*math.Abs(with-truth) {
 		t.Errorf("without the linear term the prediction at x0 = 0.95 is %.3f, with it %.3f: the term made no difference (truth %.1f)", without, with, truth)
+	}
+}
+
+// TestGPWarpFitsANonStationaryFunction: a function that oscillates
+// faster and faster along x0 has no one lengthscale; with input warping
+// the model stretches the fast end, learns a warping away from the
+// identity, and predicts held-out points better than without.
+func TestGPWarpFitsANonStationaryFunction(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	f := func(x []float64) float64 { return math.Sin(25 * x[0] * x[0] * x[0] * x[0]) }
+	var x [][]float64
+	var y []float64
+	for range 30 {
+		p := []float64{r.Float64(), r.Float64()}
+		x = append(x, p)
+		y = append(y, f(p)+0.01*r.NormFloat64())
+	}
+	var test [][]float64
+	for range 200 {
+		test = append(test, []float64{r.Float64(), r.Float64()})
+	}
+	rmse := func(warp bool) float64 {
+		g, err := fitGP(t.Context(), x, y, 100, gpPrior{ls: lsPrior, warp: warp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if warp != (g.warp != nil) {
+			t.Fatalf("warp %v: warping %v", warp, g.warp)
+		}
+		if warp {
+			t.Logf("warping %+v", g.warp)
+			if w := g.warp[0]; math.Abs(math.Log(w.a))+math.Abs(math.Log(w.b)) < 0.2 {
+				t.Errorf("x0's warping %+v is about the identity", w)
+			}
+		}
+		p := g.predict(test)
+		var se float64
+		for j, v := range test {
+			e := p.mu[j]*g.std + g.mean - f(v)
+			se += e * e
+		}
+		return math.Sqrt(se / float64(len(test)))
+	}
+	with, without := rmse(true), rmse(false)
+	t.Logf("held-out RMSE with warping %.3f, without %.3f", with, without)
+	if with > 0.8*without {
+		t.Errorf("held-out RMSE with warping %.3f, without %.3f: want warping at least 20%% better", with, without)
 	}
 }
 

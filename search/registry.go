@@ -84,6 +84,7 @@ var registry = []StrategySpec{
 		intSetting("local_fill", func(b *Bayes, v int) { b.LocalFill = v }),
 		intSetting("fit_defaults", func(b *Bayes, v int) { b.FitDefaults = v }),
 		intSetting("trend", func(b *Bayes, v int) { b.Trend = v }),
+		intSetting("warp", func(b *Bayes, v int) { b.Warp = v }),
 	}},
 }
 

@@ -88,6 +88,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"local_fill", "4", "5", func(b *Bayes) float64 { return float64(b.LocalFill) }, 4},
 		{"fit_defaults", "1", "2", func(b *Bayes) float64 { return float64(b.FitDefaults) }, 1},
 		{"trend", "1", "2", func(b *Bayes) float64 { return float64(b.Trend) }, 1},
+		{"warp", "1", "2", func(b *Bayes) float64 { return float64(b.Warp) }, 1},
 	} {
 		st, err := New("bayes", map[string]string{tc.name: tc.good})
 		if err != nil {
