@@ -205,7 +205,10 @@ type Bayes struct {
 	// the Matérn term, so that away from the trials a model follows the
 	// slope it has measured (more rows per batch, more QPS; a longer
 	// timeout, a longer P99) instead of reverting to the data's mean. 0 or
-	// -1: off, the default.
+	// -1: off, the default: at 100 seeds on the thirteen design surfaces
+	// (2026-12-06, eleventh session) it won none of 26 comparisons and lost
+	// one after Holm's correction (ranker-small's 99% 9 -> 11 trials;
+	// experiments/search-bench).
 	Trend int
 	// Warp, when 1, passes every model input through a Kumaraswamy CDF
 	// whose two shape parameters per input are fitted with the other
