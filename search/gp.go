@@ -16,7 +16,8 @@ import (
 // gp is Gaussian-process regression with a Matérn 5/2 ARD kernel over the
 // space's unit-cube features, a constant mean (the data's), and Gaussian
 // observation noise; with gpPrior.trend the kernel has a linear term too
-// (linear). Targets are standardised; predictions are returned in the
+// (linear), and with gpPrior.warp each input passes through a fitted
+// Kumaraswamy CDF first (kuma). Targets are standardised; predictions are returned in the
 // standardised units and scale converts them back.
 type gp struct {
 	x          [][]float64
@@ -51,8 +52,9 @@ var (
 type logPrior struct{ mean, sd, lo, hi float64 }
 
 // gpPrior is what a model assumes before it sees a trial: the prior on
-// its log lengthscales (lsPrior, or dimScaledPrior), and whether its
-// kernel has a linear term (Bayes.Trend).
+// its log lengthscales (lsPrior, or dimScaledPrior), whether its kernel
+// has a linear term (Bayes.Trend), and whether its inputs are warped
+// (Bayes.Warp).
 type gpPrior struct {
 	ls    logPrior
 	trend bool
@@ -156,8 +158,8 @@ func (p logPrior) clamp(t float64) float64 { return math.Max(p.lo, math.Min(p.hi
 // deterministically, with L-BFGS from two starts, then conditions on every
 // point.
 //
-// prior is the prior on the log lengthscales and whether the kernel has a
-// linear term.
+// prior is the prior on the log lengthscales, and whether the kernel has a
+// linear term and the inputs a warping.
 func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gpPrior) (*gp, error) {
 	ls := prior.ls
 	n := len(x)
@@ -441,15 +443,14 @@ func (p *posterior) believe(j int) {
 }
 
 // marginal evaluates the negative log marginal likelihood (plus priors) of
-// the hyperparameters θ = (log ls₁..d, log sf2, log sn2[, log sl2]) and
-// its gradient.
+// the hyperparameters θ = (log ls₁..d, log sf2, log sn2[, log sl2][,
+// log a₁, log b₁, …, log a_d, log b_d]) and its gradient.
 type marginal struct {
 	x          [][]float64
 	y          []float64
 	ls         logPrior    // prior on the log lengthscales
 	diff2      [][]float64 // per dimension, (x_a - x_b)² for a, b in row-major n×n
 	lin        []float64   // linear(x_a, x_b) in row-major n×n; nil without the linear term
-	trend      bool
 	warp       bool
 	w0         int         // index in θ of the first warping parameter
 	wx         [][]float64 // the warped inputs at the last θ (warp only)
@@ -463,7 +464,7 @@ type marginal struct {
 
 func newMarginal(x [][]float64, y []float64, trend, warp bool) *marginal {
 	n, d := len(x), len(x[0])
-	ml := &marginal{x: x, y: y, diff2: make([][]float64, d), trend: trend, warp: warp, w0: d + 2}
+	ml := &marginal{x: x, y: y, diff2: make([][]float64, d), warp: warp, w0: d + 2}
 	if trend {
 		ml.w0++
 		ml.lin = make([]float64, n*n)
