@@ -66,7 +66,9 @@ type Bayes struct {
 	// comparisons that the Mann-Whitney test could tell apart (mlp-mid's
 	// 99% 63 -> 38 trials); at 30 seeds it had been turned down on
 	// cap-ranker's 1.67×, which 100 seeds showed to be noise
-	// (experiments/search-bench).
+	// (experiments/search-bench). A margin of none (0.0001; 0 reads as the
+	// default) changed nothing further: 0 won, 0 lost on the design
+	// surfaces and on the held-out ones (2026-12-06, eleventh session).
 	Xi float64
 	// PriorStrength is the weight of the soft intra × inter prior (the β of
 	// πBO); 0 means the default 3, a negative value switches it off.
