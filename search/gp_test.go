@@ -20,6 +20,7 @@ func TestMarginalGradient(t *testing.T) {
 	for _, c := range []struct{ trend, warp bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 		trend := c.trend
 		ml := newMarginal(x, y, c.trend, c.warp)
+		ml.ls = lsPrior
 		for _, theta := range [][]float64{
 			{math.Log(0.3), math.Log(0.8), math.Log(2), 0.1, math.Log(0.01)},
 			{math.Log(1.5), math.Log(0.1), math.Log(0.5), -0.5, math.Log(0.2)},
@@ -30,6 +31,9 @@ func TestMarginalGradient(t *testing.T) {
 			if c.warp { // log a, log b per dimension, away from the identity
 				theta = append(theta, 0.3, -0.2, -0.5, 0.4, 0.1, 0.6)
 			}
+			if f := ml.value(theta); math.IsNaN(f) || math.IsInf(f, 0) || f >= 1e10 {
+				t.Fatalf("trend %v, warp %v, θ=%v: the objective is %v", trend, c.warp, theta, f)
+			}
 			grad := make([]float64, len(theta))
 			ml.grad(grad, theta)
 			for k := range theta {
@@ -38,7 +42,8 @@ func TestMarginalGradient(t *testing.T) {
 				up[k] += h
 				down[k] -= h
 				num := (ml.value(up) - ml.value(down)) / (2 * h)
-				if math.Abs(num-grad[k]) > 1e-4*math.Max(1, math.Abs(num)) {
+				// Written so that a NaN on either side fails too.
+				if !(math.Abs(num-grad[k]) <= 1e-4*math.Max(1, math.Abs(num))) {
 					t.Errorf("trend %v, warp %v, θ=%v: ∂/∂θ[%d] analytic %.6g, numeric %.6g", trend, c.warp, theta, k, grad[k], num)
 				}
 			}
@@ -74,6 +79,24 @@ func TestGPTrendExtrapolates(t *testing.T) {
 	}
 	const truth = 1.9
 	with, without := pred(true), pred(false)
+	// The fitted model's own linear term carries the slope: the same
+	// hyperparameters without it predict the far end worse.
+	g, err := fitGP(t.Context(), x, y, 100, gpPrior{ls: lsPrior, trend: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := *g
+	flat.sl2 = 0
+	ys := make([]float64, len(y))
+	for i, v := range y {
+		ys[i] = (v - g.mean) / g.std
+	}
+	if err := flat.condition(ys); err != nil {
+		t.Fatal(err)
+	}
+	if f := flat.predict(far).mu[0]*g.std + g.mean; math.Abs(f-truth) < math.Abs(with-truth)+0.1 {
+		t.Errorf("at x0 = 0.95 the fitted model predicts %.3f, and %.3f without its linear term: the term does not carry the slope (truth %.1f)", with, f, truth)
+	}
 	if math.Abs(with-truth) > 0.25 {
 		t.Errorf("with the linear term the prediction at x0 = 0.95 is %.3f, want about %.1f", with, truth)
 	}
