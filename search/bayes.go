@@ -898,9 +898,9 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 
 	var fpost, cpost, lpost *posterior
 	var fgp, cgp, lgp *gp
-	ls := b.gpPrior(len(xs[0]))
+	modelPrior := b.gpPrior(len(xs[0]))
 	if len(obs.fx) >= 2 {
-		if fgp, err = fitGP(ctx, obs.fx, obs.fy, st.fitMax, ls); err != nil {
+		if fgp, err = fitGP(ctx, obs.fx, obs.fy, st.fitMax, modelPrior); err != nil {
 			return nil, err
 		}
 		fpost = fgp.predict(xs)
@@ -914,13 +914,13 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 		if split {
 			cx, cy = obs.rx, obs.ry
 		}
-		if cgp, err = fitGP(ctx, cx, cy, st.fitMax, ls); err != nil {
+		if cgp, err = fitGP(ctx, cx, cy, st.fitMax, modelPrior); err != nil {
 			return nil, err
 		}
 		cpost = cgp.predict(xs)
 	}
 	if obs.failures > 0 {
-		if lgp, err = fitGP(ctx, obs.lx, obs.ly, st.fitMax, ls); err != nil {
+		if lgp, err = fitGP(ctx, obs.lx, obs.ly, st.fitMax, modelPrior); err != nil {
 			return nil, err
 		}
 		lpost = lgp.predict(xs)

@@ -451,7 +451,6 @@ type marginal struct {
 	ls         logPrior    // prior on the log lengthscales
 	diff2      [][]float64 // per dimension, (x_a - x_b)² for a, b in row-major n×n
 	lin        []float64   // linear(x_a, x_b) in row-major n×n; nil without the linear term
-	warp       bool
 	w0         int         // index in θ of the first warping parameter
 	wx         [][]float64 // the warped inputs at the last θ (warp only)
 	dwa, dwb   [][]float64 // their derivatives in log a and log b
@@ -464,7 +463,7 @@ type marginal struct {
 
 func newMarginal(x [][]float64, y []float64, trend, warp bool) *marginal {
 	n, d := len(x), len(x[0])
-	ml := &marginal{x: x, y: y, diff2: make([][]float64, d), warp: warp, w0: d + 2}
+	ml := &marginal{x: x, y: y, diff2: make([][]float64, d), w0: d + 2}
 	if trend {
 		ml.w0++
 		ml.lin = make([]float64, n*n)
@@ -537,7 +536,7 @@ func (ml *marginal) eval(theta []float64) {
 	if ml.lin != nil {
 		sl2 = math.Exp(theta[d+2])
 	}
-	if ml.warp {
+	if ml.wx != nil {
 		for a, x := range ml.x {
 			for k := range d {
 				w := kuma{math.Exp(theta[ml.w0+2*k]), math.Exp(theta[ml.w0+2*k+1])}
@@ -616,7 +615,7 @@ func (ml *marginal) eval(theta []float64) {
 			if ml.lin != nil {
 				lab = sl2 * ml.lin[a*n+b]
 			}
-			if ml.warp && ml.lin != nil {
+			if ml.wx != nil && ml.lin != nil {
 				// The linear term's ∂/∂θ = sl2 · 4/d (∂w_a (w_b − ½) +
 				// (w_a − ½) ∂w_b), halved, and doubled off the diagonal.
 				l := wab * sl2 * 4 / float64(d) / 2
@@ -642,7 +641,7 @@ func (ml *marginal) eval(theta []float64) {
 			for k := range d {
 				ml.g[k] += common * ml.diff2[k][a*n+b] * inv[k]
 			}
-			if ml.warp {
+			if ml.wx != nil {
 				// ∂k/∂d_k² = −sf2 · 5/6 (1 + √5 r) e^{−√5 r} / ls_k² and
 				// ∂d_k²/∂θ = 2 Δw Δ∂w; common carries the pair's double
 				// count, the ½ is applied here.
@@ -680,7 +679,7 @@ func (ml *marginal) eval(theta []float64) {
 		f += v
 		ml.g[d+2] += gk
 	}
-	for k := ml.w0; ml.warp && k < len(theta); k++ {
+	for k := ml.w0; ml.wx != nil && k < len(theta); k++ {
 		v, gk = warpPrior.penalty(theta[k])
 		f += v
 		ml.g[k] += gk

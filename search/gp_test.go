@@ -10,7 +10,7 @@ import (
 // marginal likelihood against central finite differences.
 func TestMarginalGradient(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	n, d := 25, 3
+	n := 25
 	x := make([][]float64, n)
 	y := make([]float64, n)
 	for i := range x {
@@ -49,7 +49,6 @@ func TestMarginalGradient(t *testing.T) {
 			}
 		}
 	}
-	_ = d
 }
 
 // TestGPTrendExtrapolates: trained on a rising line over the cube's lower

@@ -88,7 +88,7 @@ func (b *Bayes) Rank(ctx context.Context, req Request) ([]Config, error) {
 	if b.Ranked < 0 || len(order) < 2 || len(obs.fx) < 3 {
 		return order, nil
 	}
-	ls := b.gpPrior(len(obs.fx[0]))
+	prior := b.gpPrior(len(obs.fx[0]))
 	xs := make([][]float64, len(order))
 	for i, c := range order {
 		x, ok := b.inputs(req.Space, c)
@@ -97,7 +97,7 @@ func (b *Bayes) Rank(ctx context.Context, req Request) ([]Config, error) {
 		}
 		xs[i] = x
 	}
-	fgp, err := fitGP(ctx, obs.fx, obs.fy, st.fitMax, ls)
+	fgp, err := fitGP(ctx, obs.fx, obs.fy, st.fitMax, prior)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (b *Bayes) Rank(ctx context.Context, req Request) ([]Config, error) {
 		meets[i] = true
 	}
 	if len(obs.cx) >= 2 {
-		cgp, err := fitGP(ctx, obs.cx, obs.cy, st.fitMax, ls)
+		cgp, err := fitGP(ctx, obs.cx, obs.cy, st.fitMax, prior)
 		if err != nil {
 			return nil, err
 		}
