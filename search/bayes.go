@@ -263,6 +263,18 @@ type Bayes struct {
 	// and lost 0 on the design surfaces (mlp-mid's 99% 40 -> 9), which had
 	// shaped it, then won 1 and lost 2 held out (ranker-mid 26 -> 34).
 	LocalFill int
+	// Race, when 1, runs the initial design as a race between two arms
+	// when suggestions come one at a time: the known starts (Split's,
+	// SplitSmall's, TF's defaults; then the slots LocalFill fills) and
+	// hill-climbing from the seeds' recipe (the recipe, then hill-climbing's
+	// steps from the best trial so far, hillclimb.go). The first slot is
+	// the first start, the second the recipe, and every later slot goes to
+	// the arm whose trial is the best so far (hill-climbing's order:
+	// feasible by objective, then by how nearly it met the SLO): where the
+	// recipe's neighbourhood holds the best, the design walks it as
+	// hill-climbing would, one trial behind; where a start is better, the
+	// starts run as without racing. 0 or -1: off, the default.
+	Race int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
 	Structure int
@@ -354,6 +366,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.LocalFill < -1 || b.LocalFill > 4 {
 		ps.Add("search.settings.local_fill", "must be 0 or 1 (hill-climbing steps and Halton points in turn in the design, the default), 2 (hill-climbing steps only), 3 (in turn, another step after one that climbed), 4 (steps only after the structural starts) or -1 (off), got %d", b.LocalFill)
+	}
+	if b.Race < -1 || b.Race > 1 {
+		ps.Add("search.settings.race", "must be 1 (the design races the known starts against hill-climbing from the recipe) or 0 or -1 (off, the default), got %d", b.Race)
 	}
 	if b.Warp < -1 || b.Warp > 1 {
 		ps.Add("search.settings.warp", "must be 1 (input warping in the models) or 0 or -1 (off, the default), got %d", b.Warp)
@@ -666,6 +681,11 @@ func sinceImprovement(req Request) int {
 // points of the study's Halton sequence. It marks them in t.
 func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Suggestion, error) {
 	s := req.Space
+	if b.Race == 1 && n == 1 {
+		if sg, ok, err := b.raceTurn(ctx, req, t); err != nil || ok {
+			return sg, err
+		}
+	}
 	var out []Suggestion
 	for _, a := range b.starts(req) {
 		if len(out) == n {
@@ -788,6 +808,81 @@ func (b *Bayes) localFillTurn(req Request) bool {
 		local = !local || (b.LocalFill == 3 && raisedBest(req.Objective, req.History[:i], tr))
 	}
 	return local
+}
+
+// Race's two arms.
+const (
+	armStarts = iota // the known starts, then the design's other slots
+	armClimb         // hill-climbing from the recipe
+)
+
+// raceArms labels the history's trials that ran, in order, with the arm
+// whose turn each was (Race): the first the starts', the second
+// hill-climbing's, every later one the arm of the best trial before it
+// (climbRank), the starts' while none ranks. It returns the labels and the
+// arm whose turn the next slot is.
+func raceArms(req Request) (arms []int, next int) {
+	best, bestArm := math.Inf(-1), armStarts
+	for _, tr := range req.History {
+		if !tr.Outcome.ran() {
+			continue
+		}
+		arm := bestArm
+		switch len(arms) {
+		case 0:
+			arm = armStarts
+		case 1:
+			arm = armClimb
+		}
+		arms = append(arms, arm)
+		if tr.Outcome == Invalid {
+			continue
+		}
+		if r, _, _ := climbRank(req.Objective, req.Space.rules.SLO, tr); r > best {
+			best, bestArm = r, arm
+		}
+	}
+	switch len(arms) {
+	case 0:
+		return arms, armStarts
+	case 1:
+		return arms, armClimb
+	}
+	return arms, bestArm
+}
+
+// raceTurn is Race's design slot: on hill-climbing's turn the recipe, or
+// once it ran hill-climbing's step from the history; on the starts' turn
+// the next known start other than the recipe. ok is false when the arm has
+// nothing left (the starts' arm then leaves the slot to the design's
+// other slots). It marks what it returns in t.
+func (b *Bayes) raceTurn(ctx context.Context, req Request, t taken) (_ []Suggestion, ok bool, _ error) {
+	s := req.Space
+	rec := s.Recipe()
+	free := func(c Config) bool {
+		idx, ok := s.indexOf(c)
+		return ok && !t[c.Key()] && s.isRunnable(idx)
+	}
+	if _, arm := raceArms(req); arm == armClimb {
+		if free(rec) {
+			t[rec.Key()] = true
+			return []Suggestion{{Config: rec, Reason: "recipe"}}, true, nil
+		}
+		steps, err := (&HillClimb{}).Suggest(ctx, req)
+		if err != nil || len(steps) != 1 || t[steps[0].Config.Key()] {
+			return nil, false, err
+		}
+		t[steps[0].Config.Key()] = true
+		steps[0].Reason = "race-climb: " + steps[0].Reason
+		return steps, true, nil
+	}
+	for _, a := range b.starts(req) {
+		if !a.Config.Equal(rec) && free(a.Config) {
+			t[a.Config.Key()] = true
+			return []Suggestion{a}, true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // starts lists the known starting points in the order the design runs

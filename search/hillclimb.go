@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/batchtune/batchtune/configs"
 )
@@ -160,16 +161,7 @@ func (h *HillClimb) measured(s *Space, req Request) []climbPoint {
 			continue
 		}
 		p := climbPoint{idx: idx, key: c.Key(), order: i}
-		m, _ := margin(req.Objective, s.rules.SLO, tr)
-		p.rank = -m - 10 // infeasible ranks below every feasible point
-		if tr.Outcome == Succeeded && tr.Feasible && tr.Measured && tr.Value > 0 {
-			p.feas = true
-			p.weight = tr.Value
-			if req.Objective.Direction() == Minimize {
-				p.weight = 1 / tr.Value
-			}
-			p.rank = math.Log(p.weight)
-		}
+		p.rank, p.weight, p.feas = climbRank(req.Objective, s.rules.SLO, tr)
 		if j, ok := byKey[p.key]; ok {
 			pts[j] = p
 			continue
@@ -184,6 +176,23 @@ func (h *HillClimb) measured(s *Space, req Request) []climbPoint {
 		return cmp.Compare(a.order, b.order)
 	})
 	return pts
+}
+
+// climbRank is how hill-climbing orders the trials that ran, larger
+// better: a measured feasible trial by its log objective (weight, the
+// objective with larger better, > 0 only then), every other one below all
+// of those by how nearly it met the constraints.
+func climbRank(o Objective, slo time.Duration, tr Trial) (rank, weight float64, feas bool) {
+	m, _ := margin(o, slo, tr)
+	rank = -m - 10 // infeasible ranks below every feasible point
+	if tr.Outcome == Succeeded && tr.Feasible && tr.Measured && tr.Value > 0 {
+		weight = tr.Value
+		if o.Direction() == Minimize {
+			weight = 1 / tr.Value
+		}
+		return math.Log(weight), weight, true
+	}
+	return rank, 0, false
 }
 
 // next picks one point by the quick-search rules, or nil when every

@@ -85,6 +85,7 @@ var registry = []StrategySpec{
 		intSetting("fit_defaults", func(b *Bayes, v int) { b.FitDefaults = v }),
 		intSetting("trend", func(b *Bayes, v int) { b.Trend = v }),
 		intSetting("warp", func(b *Bayes, v int) { b.Warp = v }),
+		intSetting("race", func(b *Bayes, v int) { b.Race = v }),
 	}},
 }
 

@@ -89,6 +89,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"fit_defaults", "1", "2", func(b *Bayes) float64 { return float64(b.FitDefaults) }, 1},
 		{"trend", "1", "2", func(b *Bayes) float64 { return float64(b.Trend) }, 1},
 		{"warp", "1", "2", func(b *Bayes) float64 { return float64(b.Warp) }, 1},
+		{"race", "1", "2", func(b *Bayes) float64 { return float64(b.Race) }, 1},
 	} {
 		st, err := New("bayes", map[string]string{tc.name: tc.good})
 		if err != nil {
