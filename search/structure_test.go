@@ -614,3 +614,78 @@ func TestFittedDefaults(t *testing.T) {
 		t.Errorf("fit_defaults 1: starts %v, want the fitted defaults in place of the nearest", reasons)
 	}
 }
+
+// With race 1 the design's first slot is the first known start, its second
+// the recipe, and every later slot goes to the arm holding the best trial
+// so far: hill-climbing's step from the history where the recipe leads,
+// the next start where a start does (and, once the starts ran out, the
+// design's other slots).
+func TestBayesRaceGivesEachSlotToTheLeadingArm(t *testing.T) {
+	s := demoLikeSpace(t, 32)
+	rec := s.Recipe()
+	b := &Bayes{Race: 1}
+	starts := b.starts(Request{Space: s, Objective: throughput})
+	var others []Config // the starts other than the recipe, in order
+	for _, a := range starts {
+		if !a.Config.Equal(rec) && !slices.ContainsFunc(others, a.Config.Equal) {
+			others = append(others, a.Config)
+		}
+	}
+	if len(others) < 4 {
+		t.Fatalf("%d starts besides the recipe, want the splits and TF's defaults", len(others))
+	}
+	for _, lead := range []string{"recipe", "start"} {
+		var hist []Trial
+		for len(hist) < 8 {
+			req := Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 5}
+			sugg, err := b.Suggest(t.Context(), req)
+			if err != nil || len(sugg) != 1 {
+				t.Fatalf("%s leads, after %d trials: %v, %v", lead, len(hist), sugg, err)
+			}
+			got := sugg[0]
+			switch k := len(hist); {
+			case k == 0:
+				if !got.Config.Equal(others[0]) {
+					t.Errorf("%s leads: slot 0 is %s (%s), want the first start %s", lead, got.Config, got.Reason, others[0])
+				}
+			case k == 1:
+				if !got.Config.Equal(rec) {
+					t.Errorf("%s leads: slot 1 is %s (%s), want the recipe %s", lead, got.Config, got.Reason, rec)
+				}
+			case lead == "recipe":
+				hc, err := (&HillClimb{}).Suggest(t.Context(), req)
+				if err != nil || len(hc) != 1 || !hc[0].Config.Equal(got.Config) || !strings.HasPrefix(got.Reason, "race-climb: ") {
+					t.Errorf("recipe leads: slot %d is %s (%s), want hill-climbing's step %+v (%v)", k, got.Config, got.Reason, hc, err)
+				}
+			case k < len(others)+1:
+				if !got.Config.Equal(others[k-1]) {
+					t.Errorf("a start leads: slot %d is %s (%s), want the next start %s", k, got.Config, got.Reason, others[k-1])
+				}
+			default:
+				if strings.HasPrefix(got.Reason, "race-climb: ") {
+					t.Errorf("a start leads: slot %d is hill-climbing's (%s), want the design's own slot", k, got.Reason)
+				}
+			}
+			tr := Trial{Config: got.Config, Outcome: Succeeded, Measured: true, Value: 1000, QPS: 1000, P99: time.Millisecond, Feasible: true}
+			if (lead == "recipe" && got.Config.Equal(rec)) || (lead == "start" && got.Config.Equal(others[0])) {
+				tr.Value, tr.QPS = 2000, 2000
+			}
+			hist = append(hist, tr)
+		}
+		arms, _ := raceArms(Request{Space: s, Objective: throughput, History: hist})
+		want := armClimb
+		if lead == "start" {
+			want = armStarts
+		}
+		for k, a := range arms {
+			if k >= 2 && a != want {
+				t.Errorf("%s leads: trial %d labelled arm %d, want %d (%v)", lead, k, a, want, arms)
+			}
+		}
+	}
+	off := &Bayes{}
+	sugg, err := off.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: []Trial{{Config: others[0], Outcome: Succeeded, Measured: true, Value: 1, QPS: 1, P99: time.Millisecond, Feasible: true}}, N: 1, Seed: 5})
+	if err != nil || len(sugg) != 1 || sugg[0].Config.Equal(rec) {
+		t.Errorf("race off: slot 1 is %+v (%v), want the next start, not the recipe", sugg, err)
+	}
+}
