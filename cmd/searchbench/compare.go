@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search/replay"
 )
 
@@ -121,6 +122,11 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		ps[i] = l.v.P
 	}
 	holm := replay.Holm(ps)
+	picks, err := comparePicks(oldSide, newSide)
+	if err != nil {
+		fmt.Fprintln(stderr, "searchbench: -compare:", err)
+		return 1
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "new (%s) against old (%s): median trials to each target over seeds [sign-test 95%% interval], Mann-Whitney p (two-sided; a seed that never reached the target counts as the horizon + 1) and its Holm adjustment over the %d comparisons; won or lost at p < %g\n", newSide.label, oldSide.label, len(lines), replay.Alpha)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -160,6 +166,10 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(&b, "; the widest significant loss: %s, %s", worstAt, ratioLabel(worst))
 	}
 	fmt.Fprintf(&b, "\nafter Holm's correction for %d comparisons: won %d, lost %d\n", len(lines), holmWon, holmLost)
+	if err := writePicks(&b, picks, oldSide.label, newSide.label); err != nil {
+		fmt.Fprintln(stderr, "searchbench:", err)
+		return 1
+	}
 	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return 1
 	}
@@ -168,6 +178,93 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// pickLine is one surface's comparison of the picks after the budget.
+type pickLine struct {
+	name, seeds string
+	oldFeas     float64 // share of seeds whose pick is truly feasible
+	newFeas     float64
+	v           replay.Verdict
+}
+
+// comparePicks compares, per surface on both sides, what each seed's pick
+// after the budget is worth (replay.PickShare): the configuration a tuner
+// hands its confirmation stage first, which is what its user gets when
+// confirmation agrees.
+func comparePicks(oldSide, newSide *compareSide) ([]pickLine, error) {
+	var out []pickLine
+	for _, name := range oldSide.order {
+		nr, ok := newSide.rows[name]
+		if !ok {
+			continue
+		}
+		orep, nrep := oldSide.reports[name], newSide.reports[name]
+		if orep.Budget != nrep.Budget || orep.BestValue != nrep.BestValue {
+			return nil, fmt.Errorf("surface %s: the sides ran with different budgets or best values (%d %g, %d %g)", name, orep.Budget, orep.BestValue, nrep.Budget, nrep.BestValue)
+		}
+		kind, err := objective.Parse(orep.Objective)
+		if err != nil {
+			return nil, fmt.Errorf("surface %s: %w", name, err)
+		}
+		shares := func(runs []replay.Run) ([]float64, float64) {
+			out, feas := make([]float64, len(runs)), 0
+			for i, r := range runs {
+				out[i] = replay.PickShare(r, kind.Direction(), orep.BestValue)
+				if out[i] > 0 {
+					feas++
+				}
+			}
+			return out, float64(feas) / float64(max(len(runs), 1))
+		}
+		or := oldSide.rows[name]
+		a, af := shares(or.Runs)
+		c, cf := shares(nr.Runs)
+		out = append(out, pickLine{name: name, seeds: fmt.Sprintf("%d/%d", len(or.Runs), len(nr.Runs)), oldFeas: af, newFeas: cf, v: replay.ComparePicks(a, c)})
+	}
+	return out, nil
+}
+
+// writePicks writes the picks' table, with Holm's correction over its own
+// family (the picks are not trials-to-target, and are counted apart).
+func writePicks(w io.Writer, picks []pickLine, oldLabel, newLabel string) error {
+	if len(picks) == 0 {
+		return nil
+	}
+	ps := make([]float64, len(picks))
+	for i, l := range picks {
+		ps[i] = l.v.P
+	}
+	holm := replay.Holm(ps)
+	fmt.Fprintf(w, "\nthe pick after the budget, new (%s) against old (%s): its truth's median share of the best over seeds (0 for a truly infeasible pick), the share of seeds whose pick is truly feasible, Mann-Whitney p and its Holm adjustment over the %d surfaces\n", newLabel, oldLabel, len(picks))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "surface\tseeds\told\tnew\told feasible\tnew feasible\tp\tholm p\tverdict")
+	won, lost, holmWon, holmLost := 0, 0, 0, 0
+	for i, l := range picks {
+		verdict := "-"
+		switch l.v.Sign {
+		case 1:
+			won++
+			verdict = "won"
+		case -1:
+			lost++
+			verdict = "lost"
+		}
+		if holm[i] < replay.Alpha && l.v.Sign != 0 {
+			if l.v.Sign == 1 {
+				holmWon++
+			} else {
+				holmLost++
+			}
+			verdict += " (holm)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.0f%%\t%.0f%%\t%.3g\t%.3g\t%s\n", l.name, l.seeds, l.v.OldMedian, l.v.NewMedian, 100*l.oldFeas, 100*l.newFeas, l.v.P, holm[i], verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "picks: won %d, lost %d of %d (p < %g); after Holm's correction: won %d, lost %d\n", won, lost, len(picks), replay.Alpha, holmWon, holmLost)
+	return err
 }
 
 func ratioLabel(r float64) string {

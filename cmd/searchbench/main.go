@@ -14,7 +14,10 @@
 // and says, per surface and target, whether the new side needs
 // significantly fewer or more trials over the seeds (Mann-Whitney), and
 // how many of those verdicts survive Holm's correction for the number of
-// comparisons made. -truth prints a configuration's truth on a surface
+// comparisons made; then, per surface, whether its picks after the budget
+// are worth significantly more or less (the truth's share of the best,
+// none for a truly infeasible pick), with Holm's correction over the
+// surfaces. -truth prints a configuration's truth on a surface
 // (the mean of its recorded runs, what strategies are scored against) and
 // its share of the surface's best. -trace K prints one strategy's run with
 // seed K trial by trial, through the same loop the table is scored by.
@@ -93,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ci := fs.Bool("ci", false, "write each median with its distribution-free 95% confidence interval over seeds")
 	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
 	asJSON := fs.Bool("json", false, "write the reports as JSON instead of tables")
-	compare := fs.Bool("compare", false, "compare -json outputs instead of running: OLD.json NEW.json, or OLD.json... -- NEW.json... (each FILE or FILE:STRATEGY); per surface and target, each side's median trials with its 95% interval, the Mann-Whitney p over seeds, its Holm adjustment over all the comparisons, and won/lost at p < 0.05")
+	compare := fs.Bool("compare", false, "compare -json outputs instead of running: OLD.json NEW.json, or OLD.json... -- NEW.json... (each FILE or FILE:STRATEGY); per surface and target, each side's median trials with its 95% interval, the Mann-Whitney p over seeds, its Holm adjustment over all the comparisons, and won/lost at p < 0.05; then the same for what each side's picks after the budget are worth")
 	verbose := fs.Bool("v", false, "log every finished run to stderr")
 	trace := fs.Uint64("trace", 0, "instead of the table, print every trial of seed K's run (one strategy): what was suggested and why, what it measured, and its truth's share of the best (runs seeds 1..K; bound the run with -budget and -horizon)")
 	var truths listFlag

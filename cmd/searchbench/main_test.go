@@ -161,9 +161,10 @@ func TestRunCompare(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{js + ":grid", js + ":random"}, []string{"new (random) against old (grid)", "cmd-fixture", ">5 [", "won", "won 2, lost 0 of 2 comparisons", "after Holm's correction for 2 comparisons: won 2, lost 0"}},
-		{[]string{js + ":random", "--", js + ":grid"}, []string{"lost", "won 0, lost 2 of 2 comparisons", "the widest significant loss: cmd-fixture"}},
-		{[]string{js, js}, []string{"won 0, lost 0 of 2 comparisons", "after Holm's correction for 2 comparisons: won 0, lost 0"}},
+		{[]string{js + ":grid", js + ":random"}, []string{"new (random) against old (grid)", "cmd-fixture", ">5 [", "won", "won 2, lost 0 of 2 comparisons", "after Holm's correction for 2 comparisons: won 2, lost 0",
+			"the pick after the budget, new (random) against old (grid)", "cmd-fixture  20/20  0.388  0.776", "picks: won 1, lost 0 of 1 (p < 0.05); after Holm's correction: won 1, lost 0"}},
+		{[]string{js + ":random", "--", js + ":grid"}, []string{"lost", "won 0, lost 2 of 2 comparisons", "the widest significant loss: cmd-fixture", "picks: won 0, lost 1 of 1"}},
+		{[]string{js, js}, []string{"won 0, lost 0 of 2 comparisons", "after Holm's correction for 2 comparisons: won 0, lost 0", "picks: won 0, lost 0 of 1"}},
 	} {
 		out.Reset()
 		errb.Reset()

@@ -274,11 +274,8 @@ feed:
 		return nil, err
 	}
 	for si, st := range opts.Strategies {
-		rep.Rows = append(rep.Rows, summarise(st.Name(), runs[si], rep.Targets, func(c search.Config, t Truth) float64 {
-			if c == nil || !t.Feasible {
-				return 0
-			}
-			return s.Ratio(t.Value, bestTruth.Value)
+		rep.Rows = append(rep.Rows, summarise(st.Name(), runs[si], rep.Targets, func(r Run) float64 {
+			return PickShare(r, s.objective().Direction(), bestTruth.Value)
 		}))
 	}
 	return rep, nil
@@ -385,7 +382,7 @@ func pickRatio(ctx context.Context, s *Surface, st search.Strategy, hist []searc
 	return s.Ratio(t.Value, best), nil
 }
 
-func summarise(name string, runs []Run, targets []float64, ratio func(search.Config, Truth) float64) Row {
+func summarise(name string, runs []Run, targets []float64, ratio func(Run) float64) Row {
 	row := Row{Strategy: name, Runs: runs}
 	n := len(runs)
 	for ti := range targets {
@@ -413,7 +410,7 @@ func summarise(name string, runs []Run, targets []float64, ratio func(search.Con
 		if r.Pick != nil && r.PickTruth.Feasible {
 			feasible++
 		}
-		ratios[i] = ratio(r.Pick, r.PickTruth)
+		ratios[i] = ratio(r)
 		stops[i], stopRatios[i] = math.Inf(1), ratios[i]
 		if r.StopAt > 0 {
 			stops[i], stopRatios[i] = float64(r.StopAt), r.StopPickRatio

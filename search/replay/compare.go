@@ -52,6 +52,25 @@ func CompareReach(old, new []Run, ti, horizon int) Verdict {
 	return v
 }
 
+// ComparePicks compares what old and new runs' picks after the budget
+// are worth, per seed (shares, PickShare: 0 for a truly infeasible pick or
+// none), by the same test: Sign is +1 when the new side's picks are
+// significantly better. The medians are shares, and CI is left zero.
+func ComparePicks(old, new []float64) Verdict {
+	v := Verdict{OldMedian: nearestRank(old, 0.5), NewMedian: nearestRank(new, 0.5)}
+	var shift float64
+	v.P, shift = MannWhitney(old, new)
+	if v.P < Alpha {
+		switch {
+		case shift < 0:
+			v.Sign = 1 // new ranks higher: better picks
+		case shift > 0:
+			v.Sign = -1
+		}
+	}
+	return v
+}
+
 func reachValues(runs []Run, ti, horizon int) []float64 {
 	out := make([]float64, len(runs))
 	for i, r := range runs {

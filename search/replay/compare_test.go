@@ -3,6 +3,9 @@ package replay
 import (
 	"math"
 	"testing"
+
+	"github.com/batchtune/batchtune/objective"
+	"github.com/batchtune/batchtune/search"
 )
 
 // Reference values from the normal approximation with continuity
@@ -69,6 +72,41 @@ func TestCompareReach(t *testing.T) {
 	never := make([]int, 30) // 0: never reached
 	if v := CompareReach(runs(slow...), runs(never...), 0, 100); v.Sign != -1 || !math.IsInf(v.NewMedian, 1) {
 		t.Errorf("slow -> never: %+v, want lost with an unreached median", v)
+	}
+}
+
+// A pick is worth its truth's share of the best, none when it is truly
+// infeasible or missing, on either objective's scale; ComparePicks calls
+// better picks won.
+func TestComparePicks(t *testing.T) {
+	c := search.Config{{Name: search.MaxBatchSize, Value: 8}}
+	for _, tc := range []struct {
+		r    Run
+		d    objective.Direction
+		want float64
+	}{
+		{Run{Pick: c, PickTruth: Truth{Feasible: true, Value: 900}}, objective.Maximize, 0.9},
+		{Run{Pick: c, PickTruth: Truth{Feasible: true, Value: 1250}}, objective.Minimize, 0.8},
+		{Run{Pick: c, PickTruth: Truth{Feasible: false, Value: 1000}}, objective.Maximize, 0},
+		{Run{}, objective.Maximize, 0},
+	} {
+		if got := PickShare(tc.r, tc.d, 1000); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("PickShare(%+v, %v) = %v, want %v", tc.r, tc.d, got, tc.want)
+		}
+	}
+	var worse, better []float64
+	for i := range 30 {
+		worse = append(worse, 0.80+0.005*float64(i%10))
+		better = append(better, 0.95+0.005*float64(i%10))
+	}
+	if v := ComparePicks(worse, better); v.Sign != 1 || math.Abs(v.OldMedian-0.82) > 1e-9 || math.Abs(v.NewMedian-0.97) > 1e-9 {
+		t.Errorf("worse -> better picks: %+v, want won, medians 0.82 and 0.97", v)
+	}
+	if v := ComparePicks(better, worse); v.Sign != -1 {
+		t.Errorf("better -> worse picks: %+v, want lost", v)
+	}
+	if v := ComparePicks(better, better); v.Sign != 0 {
+		t.Errorf("the same picks: %+v, want not significant", v)
 	}
 }
 

@@ -602,7 +602,12 @@ func (s *Surface) Resolution() float64 {
 // benchmark's targets: v/best when maximising, best/v when minimising
 // (P99), so that 1 is as good and 0.95 the 95% target either way.
 func (s *Surface) Ratio(v, best float64) float64 {
-	if s.objective().Direction() == objective.Minimize {
+	return share(s.objective().Direction(), v, best)
+}
+
+// share is Ratio for an objective that goes in direction d.
+func share(d objective.Direction, v, best float64) float64 {
+	if d == objective.Minimize {
 		if v <= 0 {
 			return 0
 		}
@@ -612,6 +617,17 @@ func (s *Surface) Ratio(v, best float64) float64 {
 		return 0
 	}
 	return v / best
+}
+
+// PickShare is what a run's pick is worth: its truth's share of best, the
+// surface's best truly feasible objective (Ratio), for an objective that
+// goes in direction d; 0 when the run picked nothing or its pick is truly
+// infeasible.
+func PickShare(r Run, d objective.Direction, best float64) float64 {
+	if r.Pick == nil || !r.PickTruth.Feasible {
+		return 0
+	}
+	return share(d, r.PickTruth.Value, best)
 }
 
 // String names the surface for reports.
