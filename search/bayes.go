@@ -273,7 +273,13 @@ type Bayes struct {
 	// feasible by objective, then by how nearly it met the SLO): where the
 	// recipe's neighbourhood holds the best, the design walks it as
 	// hill-climbing would, one trial behind; where a start is better, the
-	// starts run as without racing. 0 or -1: off, the default.
+	// starts run as without racing. 0 or -1: off, the default: at 100
+	// seeds (2026-12-06, twelfth session) it won none and lost 6 of 26
+	// comparisons on the thirteen design surfaces after Holm's correction
+	// (mlp-mid's 95% 4 -> 16 trials: the recipe led after two trials and
+	// the small-batch start never ran), and won 5, lost 7 of 28 held out
+	// (cap-ranker-grpc 11 -> 7 won, vision-grpc 3 -> 32 lost;
+	// experiments/search-bench).
 	Race int
 	// Structure switches the structural starting points and model inputs
 	// (structure.go): 0 or positive keeps them, negative switches them off.
