@@ -689,3 +689,17 @@ func TestBayesRaceGivesEachSlotToTheLeadingArm(t *testing.T) {
 		t.Errorf("race off: slot 1 is %+v (%v), want the next start, not the recipe", sugg, err)
 	}
 }
+
+// Race keeps the strategies' contract (points of the space, hard rules
+// kept, no configuration twice, a reason each) through and past the
+// design, one at a time and in batches (which race leaves to the design
+// as it is), on a space with the structural starts and on one without.
+func TestBayesRaceKeepsTheContract(t *testing.T) {
+	for _, s := range []*Space{demoLikeSpace(t, 32), conformanceSpace(t)} {
+		for _, n := range []int{1, 3} {
+			if hist := run(t, &Bayes{Race: 1, FitMax: 40}, s, 7, n, 15); len(hist) != 15 {
+				t.Errorf("race, %d at a time: %d trials, want 15", n, len(hist))
+			}
+		}
+	}
+}
