@@ -107,7 +107,11 @@ type Bayes struct {
 	// draw): where the model leans away from the region that holds the
 	// best, a quasi-random point still lands there at random's rate. 0 or
 	// negative: the model only, the default: explore 4 won 3 and lost 7 of
-	// 20 comparisons on the ten design surfaces (experiments/search-bench).
+	// 20 comparisons on the ten design surfaces at 30 seeds; re-judged at
+	// 100 seeds on the thirteen (2026-12-06, twelfth session) it won none
+	// and lost none after Holm's correction (at p < 0.05 it lost mlp-mid's
+	// 99% 40 -> 55 trials and cap-mlp-wide's 36 -> 39;
+	// experiments/search-bench).
 	Explore int
 	// Stall, when positive, hands the next suggestion to a hill-climbing
 	// step from the best trials (hillclimb.go) whenever the last Stall
