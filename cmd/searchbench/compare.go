@@ -131,29 +131,12 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(&b, "new (%s) against old (%s): median trials to each target over seeds [sign-test 95%% interval], Mann-Whitney p (two-sided; a seed that never reached the target counts as the horizon + 1) and its Holm adjustment over the %d comparisons; won or lost at p < %g\n", newSide.label, oldSide.label, len(lines), replay.Alpha)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "surface\ttarget\tseeds\told\tnew\tnew/old\tp\tholm p\tverdict")
-	won, lost, holmWon, holmLost := 0, 0, 0, 0
+	var t tally
 	worst, worstAt := 0.0, ""
 	for i, l := range lines {
-		verdict := "-"
-		switch l.v.Sign {
-		case 1:
-			won++
-			verdict = "won"
-		case -1:
-			lost++
-			verdict = "lost"
-			if l.ratio > worst { // NaN (an old median beyond the horizon) never is
-				worst, worstAt = l.ratio, l.name+" "+l.target
-			}
-		}
-		if holm[i] < replay.Alpha {
-			switch l.v.Sign {
-			case 1:
-				holmWon++
-			case -1:
-				holmLost++
-			}
-			verdict += " (holm)"
+		verdict := t.add(l.v.Sign, holm[i])
+		if l.v.Sign == -1 && l.ratio > worst { // NaN (an old median beyond the horizon) never is
+			worst, worstAt = l.ratio, l.name+" "+l.target
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.3g\t%.3g\t%s\n", l.name, l.target, l.seeds, l.old, l.new, ratioLabel(l.ratio), l.v.P, holm[i], verdict)
 	}
@@ -161,11 +144,11 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "searchbench:", err)
 		return 1
 	}
-	fmt.Fprintf(&b, "won %d, lost %d of %d comparisons (p < %g)", won, lost, len(lines), replay.Alpha)
+	fmt.Fprintf(&b, "won %d, lost %d of %d comparisons (p < %g)", t.won, t.lost, len(lines), replay.Alpha)
 	if worstAt != "" {
 		fmt.Fprintf(&b, "; the widest significant loss: %s, %s", worstAt, ratioLabel(worst))
 	}
-	fmt.Fprintf(&b, "\nafter Holm's correction for %d comparisons: won %d, lost %d\n", len(lines), holmWon, holmLost)
+	fmt.Fprintf(&b, "\nafter Holm's correction for %d comparisons: won %d, lost %d\n", len(lines), t.holmWon, t.holmLost)
 	if err := writePicks(&b, picks, oldSide.label, newSide.label); err != nil {
 		fmt.Fprintln(stderr, "searchbench:", err)
 		return 1
@@ -239,32 +222,44 @@ func writePicks(w io.Writer, picks []pickLine, oldLabel, newLabel string) error 
 	fmt.Fprintf(w, "\nthe pick after the budget, new (%s) against old (%s): its truth's median share of the best over seeds (0 for a truly infeasible pick), the share of seeds whose pick is truly feasible, Mann-Whitney p and its Holm adjustment over the %d surfaces\n", newLabel, oldLabel, len(picks))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "surface\tseeds\told\tnew\told feasible\tnew feasible\tp\tholm p\tverdict")
-	won, lost, holmWon, holmLost := 0, 0, 0, 0
+	var t tally
 	for i, l := range picks {
-		verdict := "-"
-		switch l.v.Sign {
-		case 1:
-			won++
-			verdict = "won"
-		case -1:
-			lost++
-			verdict = "lost"
-		}
-		if holm[i] < replay.Alpha && l.v.Sign != 0 {
-			if l.v.Sign == 1 {
-				holmWon++
-			} else {
-				holmLost++
-			}
-			verdict += " (holm)"
-		}
+		verdict := t.add(l.v.Sign, holm[i])
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.0f%%\t%.0f%%\t%.3g\t%.3g\t%s\n", l.name, l.seeds, l.v.OldMedian, l.v.NewMedian, 100*l.oldFeas, 100*l.newFeas, l.v.P, holm[i], verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "picks: won %d, lost %d of %d (p < %g); after Holm's correction: won %d, lost %d\n", won, lost, len(picks), replay.Alpha, holmWon, holmLost)
+	_, err := fmt.Fprintf(w, "picks: won %d, lost %d of %d (p < %g); after Holm's correction: won %d, lost %d\n", t.won, t.lost, len(picks), replay.Alpha, t.holmWon, t.holmLost)
 	return err
+}
+
+// tally counts a table's verdicts, at p < Alpha and after Holm's
+// correction.
+type tally struct{ won, lost, holmWon, holmLost int }
+
+// add counts one comparison (its Sign and Holm-adjusted p) and returns its
+// verdict label: won, lost or -, with " (holm)" where the adjustment keeps
+// it.
+func (t *tally) add(sign int, holmP float64) string {
+	verdict := "-"
+	switch sign {
+	case 1:
+		t.won++
+		verdict = "won"
+	case -1:
+		t.lost++
+		verdict = "lost"
+	}
+	if holmP < replay.Alpha && sign != 0 {
+		if sign == 1 {
+			t.holmWon++
+		} else {
+			t.holmLost++
+		}
+		verdict += " (holm)"
+	}
+	return verdict
 }
 
 func ratioLabel(r float64) string {
