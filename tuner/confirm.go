@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
-	"github.com/batchtune/batchtune/internal/estimate"
+	"github.com/batchtune/batchtune/internal/confirm"
 	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/store"
@@ -25,16 +25,10 @@ type Candidate struct {
 	// SearchObjective is what the search stage measured: the figure that
 	// made it a candidate, biased upward by having been picked as best.
 	SearchObjective *float64 `json:"search_objective,omitempty"`
-	// Samples are the objective of each confirmation repeat that measured
-	// something; Feasible counts the repeats that met the SLO, of Repeats.
-	Samples  []float64 `json:"samples"`
-	Feasible int       `json:"feasible"`
-	Repeats  int       `json:"repeats"`
-	Estimate Estimate  `json:"estimate"`
-	// Bound is the conservative estimate candidates are ranked by: the
-	// lower confidence bound of the mean objective (the upper one when
-	// smaller is better).
-	Bound float64 `json:"bound"`
+	// Tally is what the confirmation repeats measured (samples, how many
+	// met the SLO, the estimate and the bound candidates are ranked by),
+	// by the rule of package confirm.
+	confirm.Tally
 	// Means over the repeats of the server's own figures: the why.
 	P99        time.Duration `json:"p99_ns"`
 	MeanBatch  float64       `json:"mean_batch"`
@@ -44,12 +38,6 @@ type Candidate struct {
 
 	role   string
 	launch runtime.Config
-}
-
-// Eligible reports whether the repeats met the SLO: every one of up to
-// three, all but one in three beyond (allowedBreaches).
-func (c *Candidate) Eligible() bool {
-	return c.Repeats > 0 && c.Repeats-c.Feasible <= allowedBreaches(c.Repeats)
 }
 
 // Confirmation is the confirmation stage's verdict.
@@ -76,13 +64,10 @@ func (c *Confirmation) WinnerCandidate() *Candidate {
 }
 
 // candidates picks the confirmation stage's candidates from the search
-// trials: the top-k distinct configurations measured feasible, in the
-// strategy's order (search.Rank: the Bayesian strategy reads each
-// measurement against its neighbours, so that one lucky run near the SLO
-// does not crowd out configurations that measured nearly as well and
-// surely meet it), then the seeds' recipe when it is not among them. The
-// choice depends only on the stored trials, so a resumed run picks the
-// same.
+// trials by confirm.Candidates (the top-k distinct configurations measured
+// feasible, in the strategy's order, then the seeds' recipe), each
+// labelled by its best search trial. The choice depends only on the
+// stored trials, so a resumed run picks the same.
 func (t *Tuner) candidates(ctx context.Context, trials []store.Trial) ([]Candidate, error) {
 	var searched []store.Trial
 	for _, tr := range trials {
@@ -90,41 +75,23 @@ func (t *Tuner) candidates(ctx context.Context, trials []store.Trial) ([]Candida
 			searched = append(searched, tr)
 		}
 	}
-	order, err := search.Rank(ctx, t.strategy, search.Request{
-		Space: t.space, Objective: t.objective, History: history(searched), N: 1, Seed: uint64(t.study.Search.Seed),
-	})
+	picked, err := confirm.Candidates(ctx, t.strategy, search.Request{
+		Space: t.space, Objective: t.objective, History: history(searched), Seed: uint64(t.study.Search.Seed),
+	}, t.study.Confirmation.TopK)
 	if err != nil {
 		return nil, fmt.Errorf("rank the search's trials: %w", err)
 	}
-	// Each configuration is labelled by its best search trial.
-	best := map[string]store.Trial{}
-	for _, tr := range searched {
-		if tr.State != store.TrialSucceeded || !tr.Feasible || tr.Objective == nil {
-			continue
-		}
-		k := configOf(tr.Config).Key()
-		if b, ok := best[k]; !ok || t.better(*tr.Objective, *b.Objective) {
-			best[k] = tr
-		}
-	}
 	var out []Candidate
-	seen := map[string]bool{}
-	for _, c := range order {
-		tr, ok := best[c.Key()]
-		if len(out) >= t.study.Confirmation.TopK || !ok {
+	for _, p := range picked {
+		if p.Trial < 0 {
+			out = append(out, Candidate{Label: "seed recipe", Config: params(p.Config), role: store.RoleConfirm, launch: t.launch(p.Config)})
 			continue
 		}
-		seen[c.Key()] = true
+		// Each configuration is labelled by its best search trial.
+		tr := searched[p.Trial]
 		obj := *tr.Objective
 		out = append(out, Candidate{Label: fmt.Sprintf("trial %d", tr.Seq), Config: tr.Config, SearchObjective: &obj,
 			role: store.RoleConfirm, launch: t.launch(configOf(tr.Config))})
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	recipe := t.space.Recipe()
-	if !seen[recipe.Key()] && len(t.space.Check(recipe)) == 0 {
-		out = append(out, Candidate{Label: "seed recipe", Config: params(recipe), role: store.RoleConfirm, launch: t.launch(recipe)})
 	}
 	return out, nil
 }
@@ -167,22 +134,20 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	for i := range all {
 		finished += min(done[key(&all[i])], repeats)
 	}
-	maxRepeats := max(s.Confirmation.MaxRepeats, repeats)
+	rule := t.rule()
+	maxRepeats := max(rule.MaxRepeats, repeats)
 	t.observe(Event{Time: t.now(), Run: run.ID, Stage: StageConfirm, Total: total,
 		Message: fmt.Sprintf("confirming %d candidate(s) against %s, %d repeats each (up to %d where the verdict is split)", len(cands), base.Label, repeats, maxRepeats)})
 	level := s.Confirmation.Confidence
 	for r := range maxRepeats {
 		// The first rounds measure everyone; later ones only those whose
 		// verdict more repeats can still change.
-		want := make([]bool, len(all))
-		why := make([]string, len(all))
-		if r < repeats {
-			for i := range want {
-				want[i] = true
-			}
-		} else {
-			t.tally(all, trials, level)
-			want, why = t.undecided(all, maxRepeats)
+		if r >= repeats {
+			t.tally(all, trials)
+		}
+		want, needs := rule.Next(r, tallies(all), len(all)-1)
+		why := reasons(all, needs)
+		if r >= repeats {
 			if !slices.Contains(want, true) {
 				break
 			}
@@ -219,7 +184,7 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 			finished++
 		}
 	}
-	t.tally(all, trials, level)
+	t.tally(all, trials)
 	cands, base = all[:len(all)-1], all[len(all)-1]
 	conf.Candidates, conf.Baseline = cands, base
 	if i := t.leader(cands); i >= 0 {
@@ -254,7 +219,7 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	// A winner by a hair: say so, so that nobody reads the ranking as a
 	// difference the repeats did not show.
 	var ties []string
-	for _, i := range rivals(cands, *conf.Winner) {
+	for _, i := range confirm.Rivals(tallies(cands), *conf.Winner) {
 		ties = append(ties, cands[i].Label)
 	}
 	if len(ties) > 0 {
@@ -274,7 +239,7 @@ func counted(tr *store.Trial) bool {
 }
 
 // tally recomputes every candidate's figures from the stage's trials.
-func (t *Tuner) tally(all []Candidate, trials []store.Trial, level float64) {
+func (t *Tuner) tally(all []Candidate, trials []store.Trial) {
 	for i := range all {
 		c := &all[i]
 		c.Repeats, c.Feasible, c.Samples, c.Reasons = 0, 0, nil, nil
@@ -303,86 +268,48 @@ func (t *Tuner) tally(all []Candidate, trials []store.Trial, level float64) {
 			c.P99 = time.Duration(p99 / float64(n))
 			c.MeanBatch, c.QueueShare = batch/float64(n), queue/float64(n)
 		}
-		c.Estimate = estimate.Of(c.Samples, level)
-		c.Bound = c.Estimate.Low
-		if !t.maximize() {
-			c.Bound = c.Estimate.High
-		}
+		t.rule().Summarise(&c.Tally)
 	}
 }
 
-// undecided says which candidates (the baseline last) need another repeat,
-// and why: a split SLO verdict that more repeats can still settle either
-// way, or an interval that overlaps the leader's (the best eligible
-// candidate by rankBefore), so that the repeats so far cannot say which is
-// better. Every such contender is re-measured, not only the runner-up by
-// conservative bound: a candidate with the best mean and a wide interval
-// from two repeats ranks low on its bound, and left alone there it would
-// lose for want of repeats rather than on its figures.
-func (t *Tuner) undecided(all []Candidate, maxRepeats int) ([]bool, []string) {
-	want := make([]bool, len(all))
-	why := make([]string, len(all))
-	for i := range all {
-		c := &all[i]
-		if c.Repeats >= maxRepeats {
-			continue
-		}
-		breaches := c.Repeats - c.Feasible
-		if breaches > 0 && breaches <= allowedBreaches(maxRepeats) {
-			want[i], why[i] = true, fmt.Sprintf("met the SLO in %d of %d repeats", c.Feasible, c.Repeats)
-		}
-	}
-	// The leader among the eligible candidates (the baseline is not one).
-	cands := all[:len(all)-1]
-	lead := t.leader(cands)
-	if lead < 0 {
-		return want, why
-	}
-	var labels []string
-	for _, i := range rivals(cands, lead) {
-		labels = append(labels, cands[i].Label)
-		if cands[i].Repeats < maxRepeats && !want[i] {
-			want[i], why[i] = true, fmt.Sprintf("its interval overlaps %s's", cands[lead].Label)
-		}
-	}
-	if len(labels) > 0 && cands[lead].Repeats < maxRepeats && !want[lead] {
-		want[lead], why[lead] = true, fmt.Sprintf("its interval overlaps %s's", strings.Join(labels, "'s and "))
-	}
-	return want, why
+// rule is the study's confirmation rule (package confirm).
+func (t *Tuner) rule() confirm.Rule {
+	c := t.study.Confirmation
+	return confirm.Rule{Maximize: t.maximize(), Level: c.Confidence, Repeats: c.Repeats, MaxRepeats: max(c.MaxRepeats, c.Repeats)}
 }
 
-// leader is the index of the best eligible candidate by rankBefore, or -1
-// when none is eligible.
-func (t *Tuner) leader(cands []Candidate) int {
-	lead := -1
-	for i := range cands {
-		if c := &cands[i]; c.Eligible() && (lead < 0 || t.rankBefore(c, &cands[lead])) {
-			lead = i
-		}
-	}
-	return lead
-}
-
-// rivals lists the eligible candidates other than cands[lead] whose
-// interval overlaps its own: those the repeats have not told apart from it.
-func rivals(cands []Candidate, lead int) []int {
-	var out []int
-	for i := range cands {
-		if c := &cands[i]; i != lead && c.Eligible() && overlaps(cands[lead].Estimate, c.Estimate) {
-			out = append(out, i)
-		}
+// tallies points at each candidate's tally, in order.
+func tallies(cs []Candidate) []*confirm.Tally {
+	out := make([]*confirm.Tally, len(cs))
+	for i := range cs {
+		out[i] = &cs[i].Tally
 	}
 	return out
 }
 
-// rankBefore reports whether a ranks before b: a better conservative
-// bound, then a better mean.
-func (t *Tuner) rankBefore(a, b *Candidate) bool {
-	if a.Bound != b.Bound {
-		return t.better(a.Bound, b.Bound)
+// reasons words why each of all is measured again (needs from
+// confirm.Rule.Next; "" for a planned repeat or none).
+func reasons(all []Candidate, needs []confirm.Need) []string {
+	why := make([]string, len(all))
+	for i, n := range needs {
+		c := &all[i]
+		switch {
+		case n.Split:
+			why[i] = fmt.Sprintf("met the SLO in %d of %d repeats", c.Feasible, c.Repeats)
+		case len(n.Overlaps) > 0:
+			var labels []string
+			for _, j := range n.Overlaps {
+				labels = append(labels, all[j].Label)
+			}
+			why[i] = fmt.Sprintf("its interval overlaps %s's", strings.Join(labels, "'s and "))
+		}
 	}
-	return t.better(a.Estimate.Mean, b.Estimate.Mean)
+	return why
 }
+
+// leader is the index of the best eligible candidate, or -1 when none is
+// eligible.
+func (t *Tuner) leader(cands []Candidate) int { return t.rule().Leader(tallies(cands)) }
 
 // why explains the winner from TF Serving's own metrics, against the baseline.
 func (t *Tuner) why(w, base *Candidate) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/confirm"
 	"github.com/batchtune/batchtune/internal/estimate"
 	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
@@ -133,14 +134,6 @@ func TestEstimateIsNeverNegative(t *testing.T) {
 	}
 }
 
-func TestAllowedBreaches(t *testing.T) {
-	for n, want := range map[int]int{0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 6: 1, 7: 2} {
-		if got := allowedBreaches(n); got != want {
-			t.Errorf("allowedBreaches(%d) = %d, want %d", n, got, want)
-		}
-	}
-}
-
 // One unlucky repeat does not throw a win away: the best configuration
 // breaks the SLO in its first confirmation repeat only, so the stage
 // measures it again (and only it, with what competes with it) until the
@@ -213,7 +206,7 @@ func TestUndecidedRemeasuresEveryRival(t *testing.T) {
 	tu := newTestTuner(t, s, storetest.Open(t), &fakeRuntime{}, &fakeProber{}, nil)
 	level := s.Confirmation.Confidence
 	cand := func(label string, samples ...float64) Candidate {
-		c := Candidate{Label: label, Samples: samples, Repeats: len(samples), Feasible: len(samples)}
+		c := Candidate{Label: label, Tally: confirm.Tally{Samples: samples, Repeats: len(samples), Feasible: len(samples)}}
 		c.Estimate = estimate.Of(samples, level)
 		c.Bound = c.Estimate.Low
 		return c
@@ -224,10 +217,13 @@ func TestUndecidedRemeasuresEveryRival(t *testing.T) {
 		cand("seed recipe", 6537.4, 6717.6),
 		cand("baseline", 4782.6, 5518.2),
 	}
-	if !tu.rankBefore(&all[0], &all[1]) || !tu.rankBefore(&all[2], &all[1]) {
+	rule := tu.rule()
+	rule.MaxRepeats = 6
+	if !rule.Before(&all[0].Tally, &all[1].Tally) || !rule.Before(&all[2].Tally, &all[1].Tally) {
 		t.Fatalf("fixture: want trial 2 last by lower bound: %+v", all)
 	}
-	want, why := tu.undecided(all, 6)
+	want, needs := rule.Next(rule.Repeats, tallies(all), len(all)-1)
+	why := reasons(all, needs)
 	if !slices.Equal(want, []bool{true, true, true, false}) {
 		t.Errorf("re-measured %v, want [true true true false] (trial 3, trial 2, recipe, baseline); why: %q", want, why)
 	}

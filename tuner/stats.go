@@ -64,19 +64,3 @@ func gain(c, b []float64, maximize bool, conf float64) Gain {
 	}
 	return g
 }
-
-// allowedBreaches is how many of n confirmation repeats may break the SLO
-// for a configuration to stay eligible: none of up to three, then one in
-// three. A real server has an unlucky restart now and then (a batching
-// state that settles badly, a neighbour's burst); one such repeat among
-// four or more says less about the configuration than the rest do.
-func allowedBreaches(n int) int { return max(n-1, 0) / 3 }
-
-// overlaps reports whether two estimates' intervals overlap, i.e. the
-// repeats so far cannot tell which is better.
-func overlaps(a, b Estimate) bool {
-	if !a.Bounded || !b.Bounded {
-		return true
-	}
-	return a.Low <= b.High && b.Low <= a.High
-}
