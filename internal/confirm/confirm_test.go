@@ -86,11 +86,11 @@ func TestNextRemeasuresOnlyTheUndecided(t *testing.T) {
 	base := tally(r, 2, 400, 800)
 	all := []*Tally{lead, rival, worse, split, spent, base}
 
-	want, needs := r.Next(0, all, 5)
+	want, _ := r.Next(0, all, 5)
 	if !slices.Equal(want, []bool{true, true, true, true, true, true}) {
 		t.Errorf("planned round: want everyone, got %v", want)
 	}
-	want, needs = r.Next(2, all, 5)
+	want, needs := r.Next(2, all, 5)
 	if !slices.Equal(want, []bool{true, true, false, true, false, false}) {
 		t.Fatalf("round 3: measured %v, want [lead rival split] only; needs %+v", want, needs)
 	}
