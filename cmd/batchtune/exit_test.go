@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/confirm"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
 )
@@ -50,7 +51,7 @@ func testStudyFor(t *testing.T) *configs.Study {
 func TestNoRecommendationAdvice(t *testing.T) {
 	s := testStudyFor(t)
 	cand := func(label string, p99 time.Duration, feasible, repeats int) tuner.Candidate {
-		return tuner.Candidate{Label: label, Config: []store.Param{{Name: "max_batch_size", Value: 8}}, P99: p99, Feasible: feasible, Repeats: repeats}
+		return tuner.Candidate{Label: label, Config: []store.Param{{Name: "max_batch_size", Value: 8}}, P99: p99, Tally: confirm.Tally{Feasible: feasible, Repeats: repeats}}
 	}
 	baselineMet := &tuner.Report{Run: store.Run{ID: 4, Budget: 10}, Confirmation: &tuner.Confirmation{
 		Candidates: []tuner.Candidate{cand("trial 3", 60*time.Millisecond, 1, 3)},

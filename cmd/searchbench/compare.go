@@ -122,7 +122,12 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		ps[i] = l.v.P
 	}
 	holm := replay.Holm(ps)
-	picks, err := comparePicks(oldSide, newSide)
+	picks, err := comparePicks(oldSide, newSide, thePick)
+	if err != nil {
+		fmt.Fprintln(stderr, "searchbench: -compare:", err)
+		return 1
+	}
+	confirmed, err := comparePicks(oldSide, newSide, theConfirmed)
 	if err != nil {
 		fmt.Fprintln(stderr, "searchbench: -compare:", err)
 		return 1
@@ -149,9 +154,14 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(&b, "; the widest significant loss: %s, %s", worstAt, ratioLabel(worst))
 	}
 	fmt.Fprintf(&b, "\nafter Holm's correction for %d comparisons: won %d, lost %d\n", len(lines), t.holmWon, t.holmLost)
-	if err := writePicks(&b, picks, oldSide.label, newSide.label); err != nil {
-		fmt.Fprintln(stderr, "searchbench:", err)
-		return 1
+	for _, t := range []struct {
+		lines []pickLine
+		rec   recommendation
+	}{{picks, thePick}, {confirmed, theConfirmed}} {
+		if err := writePicks(&b, t.lines, t.rec, oldSide.label, newSide.label); err != nil {
+			fmt.Fprintln(stderr, "searchbench:", err)
+			return 1
+		}
 	}
 	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return 1
@@ -163,19 +173,34 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// pickLine is one surface's comparison of the picks after the budget.
+// pickLine is one surface's comparison of what the runs recommend.
 type pickLine struct {
 	name, seeds string
-	oldFeas     float64 // share of seeds whose pick is truly feasible
+	oldFeas     float64 // share of seeds whose recommendation is truly feasible
 	newFeas     float64
 	v           replay.Verdict
 }
 
-// comparePicks compares, per surface on both sides, what each seed's pick
-// after the budget is worth (replay.PickShare): the configuration a tuner
-// hands its confirmation stage first, which is what its user gets when
-// confirmation agrees.
-func comparePicks(oldSide, newSide *compareSide) ([]pickLine, error) {
+// recommendation is one thing a run recommends after its budget, as
+// -compare reads it: its table's title and what it is worth per run.
+type recommendation struct {
+	title, noun, count string
+	worth              func(replay.Run, objective.Direction, float64) float64
+}
+
+var (
+	// thePick is the pick after the budget (replay.PickShare): the
+	// configuration a tuner hands its confirmation stage first.
+	thePick = recommendation{"the pick after the budget", "pick", "picks", replay.PickShare}
+	// theConfirmed is the confirmation stage's winner
+	// (replay.ConfirmedShare): what the user is handed.
+	theConfirmed = recommendation{"the confirmed recommendation (the confirmation stage's winner after the budget)", "recommendation", "confirmed", replay.ConfirmedShare}
+)
+
+// comparePicks compares, per surface on both sides, what each seed's
+// recommendation rec is worth. With confirmed, only surfaces whose reports
+// on both sides ran the confirmation stage count; none is no error.
+func comparePicks(oldSide, newSide *compareSide, rec recommendation) ([]pickLine, error) {
 	var out []pickLine
 	for _, name := range oldSide.order {
 		nr, ok := newSide.rows[name]
@@ -186,6 +211,12 @@ func comparePicks(oldSide, newSide *compareSide) ([]pickLine, error) {
 		if orep.Budget != nrep.Budget || orep.BestValue != nrep.BestValue {
 			return nil, fmt.Errorf("surface %s: the sides ran with different budgets or best values (%d %g, %d %g)", name, orep.Budget, orep.BestValue, nrep.Budget, nrep.BestValue)
 		}
+		if rec.count == theConfirmed.count && (orep.Confirm == nil || nrep.Confirm == nil) {
+			continue
+		}
+		if rec.count == theConfirmed.count && *orep.Confirm != *nrep.Confirm {
+			return nil, fmt.Errorf("surface %s: the sides confirmed with different settings (%+v, %+v)", name, *orep.Confirm, *nrep.Confirm)
+		}
 		kind, err := objective.Parse(orep.Objective)
 		if err != nil {
 			return nil, fmt.Errorf("surface %s: %w", name, err)
@@ -193,7 +224,7 @@ func comparePicks(oldSide, newSide *compareSide) ([]pickLine, error) {
 		shares := func(runs []replay.Run) ([]float64, float64) {
 			out, feas := make([]float64, len(runs)), 0
 			for i, r := range runs {
-				out[i] = replay.PickShare(r, kind.Direction(), orep.BestValue)
+				out[i] = rec.worth(r, kind.Direction(), orep.BestValue)
 				if out[i] > 0 {
 					feas++
 				}
@@ -208,9 +239,10 @@ func comparePicks(oldSide, newSide *compareSide) ([]pickLine, error) {
 	return out, nil
 }
 
-// writePicks writes the picks' table, with Holm's correction over its own
-// family (the picks are not trials-to-target, and are counted apart).
-func writePicks(w io.Writer, picks []pickLine, oldLabel, newLabel string) error {
+// writePicks writes a recommendation's table, with Holm's correction over
+// its own family (what runs recommend is not trials-to-target, and is
+// counted apart).
+func writePicks(w io.Writer, picks []pickLine, rec recommendation, oldLabel, newLabel string) error {
 	if len(picks) == 0 {
 		return nil
 	}
@@ -219,7 +251,7 @@ func writePicks(w io.Writer, picks []pickLine, oldLabel, newLabel string) error 
 		ps[i] = l.v.P
 	}
 	holm := replay.Holm(ps)
-	fmt.Fprintf(w, "\nthe pick after the budget, new (%s) against old (%s): its truth's median share of the best over seeds (0 for a truly infeasible pick), the share of seeds whose pick is truly feasible, Mann-Whitney p and its Holm adjustment over the %d surfaces\n", newLabel, oldLabel, len(picks))
+	fmt.Fprintf(w, "\n%s, new (%s) against old (%s): its truth's median share of the best over seeds (0 for a truly infeasible %s, or none), the share of seeds whose %s is truly feasible, Mann-Whitney p and its Holm adjustment over the %d surfaces\n", rec.title, newLabel, oldLabel, rec.noun, rec.noun, len(picks))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "surface\tseeds\told\tnew\told feasible\tnew feasible\tp\tholm p\tverdict")
 	var t tally
@@ -230,7 +262,7 @@ func writePicks(w io.Writer, picks []pickLine, oldLabel, newLabel string) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "picks: won %d, lost %d of %d (p < %g); after Holm's correction: won %d, lost %d\n", t.won, t.lost, len(picks), replay.Alpha, t.holmWon, t.holmLost)
+	_, err := fmt.Fprintf(w, "%s: won %d, lost %d of %d (p < %g); after Holm's correction: won %d, lost %d\n", rec.count, t.won, t.lost, len(picks), replay.Alpha, t.holmWon, t.holmLost)
 	return err
 }
 

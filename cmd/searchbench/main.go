@@ -17,7 +17,10 @@
 // comparisons made; then, per surface, whether its picks after the budget
 // are worth significantly more or less (the truth's share of the best,
 // none for a truly infeasible pick), with Holm's correction over the
-// surfaces. -truth prints a configuration's truth on a surface
+// surfaces; with -confirm on both sides, the same for the confirmation
+// stage's winners. -confirm runs the tuner's confirmation stage (package
+// internal/confirm, the default study's settings) after the budget: what a
+// user of the tuner is handed. -truth prints a configuration's truth on a surface
 // (the mean of its recorded runs, what strategies are scored against) and
 // its share of the surface's best. -trace K prints one strategy's run with
 // seed K trial by trial, through the same loop the table is scored by.
@@ -43,6 +46,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/search"
 	"github.com/batchtune/batchtune/search/replay"
 )
@@ -92,6 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	horizon := fs.Int("horizon", 0, "most trials a run may take to reach the targets (0: 400, or the runnable count if smaller)")
 	batch := fs.Int("batch", 1, "suggestions per call (parallel trials)")
 	targets := fs.String("targets", "0.95,0.99", "fractions of the best feasible objective to report trials-to-reach for")
+	confirmStage := fs.Bool("confirm", false, "also run the tuner's confirmation stage after the budget, with the default study's confirmation settings, and report its winner's truth (what a user is handed)")
 	resolution := fs.Bool("resolution", false, "add a target per surface at 1 - one measurement's coefficient of variation among its best configurations (the finest a single trial resolves)")
 	ci := fs.Bool("ci", false, "write each median with its distribution-free 95% confidence interval over seeds")
 	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
@@ -167,6 +172,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		opts := replay.BenchOptions{
 			Strategies: strats, Seeds: *seeds, Budget: *budget, Horizon: *horizon,
 			Batch: *batch, Targets: ts, Resolution: *resolution, CI: *ci, Workers: *workers, Logger: logger,
+		}
+		if *confirmStage {
+			c := configs.DefaultStudy().Confirmation
+			opts.Confirm = &c
 		}
 		var steps strings.Builder
 		if *trace > 0 {
@@ -245,8 +254,12 @@ type jsonRow struct {
 	PickRatio     float64       `json:"pick_ratio"`
 	StopMedian    *float64      `json:"stop_median"`
 	StopPickRatio float64       `json:"stop_pick_ratio"`
-	SuggestMeanMS float64       `json:"suggest_mean_ms"`
-	Runs          []replay.Run  `json:"runs"`
+	// The confirmation stage's winner (-confirm; zero without it).
+	ConfirmedFeasible float64      `json:"confirmed_feasible,omitempty"`
+	ConfirmedRatio    float64      `json:"confirmed_ratio,omitempty"`
+	ConfirmRepeats    float64      `json:"confirm_repeats,omitempty"`
+	SuggestMeanMS     float64      `json:"suggest_mean_ms"`
+	Runs              []replay.Run `json:"runs"`
 }
 
 // jsonReport is one surface's report as -json writes it (and -compare
@@ -266,9 +279,11 @@ type jsonReport struct {
 	Targets   []float64 `json:"targets"`
 	// Resolution is one run's coefficient of variation among the
 	// surface's best configurations.
-	Resolution float64   `json:"resolution"`
-	Within     []int     `json:"within"`
-	Rows       []jsonRow `json:"rows"`
+	Resolution float64 `json:"resolution"`
+	Within     []int   `json:"within"`
+	// Confirm is the confirmation stage's settings when it ran (-confirm).
+	Confirm *configs.Confirmation `json:"confirm,omitempty"`
+	Rows    []jsonRow             `json:"rows"`
 }
 
 // jsonReports drops the per-run detail's unencodable infinities: an
@@ -286,11 +301,12 @@ func jsonReports(reps []*replay.Report) []jsonReport {
 			Surface: r.Surface, Objective: r.Objective.Kind.String(), SLO: r.SLO.String(),
 			Runnable: r.Runnable, Feasible: r.Feasible, Best: r.Best.String(), BestValue: r.BestTruth.Value,
 			Seeds: r.Seeds, Budget: r.Budget, Horizon: r.Horizon, Batch: r.Batch, Targets: r.Targets,
-			Resolution: r.Resolution, Within: r.Within,
+			Resolution: r.Resolution, Within: r.Within, Confirm: r.Confirm,
 		}
 		for _, rw := range r.Rows {
 			x := jsonRow{Strategy: rw.Strategy, Reached: rw.Reached, PickFeasible: rw.PickFeasible, PickRatio: rw.PickRatio,
 				StopMedian: finite(rw.StopMedian), StopPickRatio: rw.StopPickRatio,
+				ConfirmedFeasible: rw.ConfirmedFeasible, ConfirmedRatio: rw.ConfirmedRatio, ConfirmRepeats: rw.ConfirmRepeats,
 				SuggestMeanMS: float64(rw.SuggestMean.Microseconds()) / 1000, Runs: rw.Runs}
 			for i := range rw.Median {
 				x.Median = append(x.Median, finite(rw.Median[i]))

@@ -177,6 +177,34 @@ func TestRunCompare(t *testing.T) {
 			}
 		}
 	}
+	// With -confirm on both sides a third table compares the confirmation
+	// stage's winners; against a side without it, there is none.
+	out.Reset()
+	if code := run(t.Context(), []string{"-json", "-confirm", "-seeds", "20", "-budget", "5", "-horizon", "5", "-strategies", "grid,random", path}, &out, &errb); code != 0 {
+		t.Fatalf("-confirm: exit %d, stderr:\n%s", code, errb.String())
+	}
+	cjs := filepath.Join(t.TempDir(), "confirm.json")
+	if err := os.WriteFile(cjs, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var reps []jsonReport
+	if err := json.Unmarshal(out.Bytes(), &reps); err != nil || reps[0].Confirm == nil || reps[0].Confirm.TopK != 3 || reps[0].Rows[0].ConfirmRepeats < 6 {
+		t.Fatalf("-confirm -json: %v; want the settings and the repeats recorded:\n%.600s", err, out.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{[]string{cjs + ":grid", cjs + ":random"}, true}, {[]string{js + ":grid", cjs + ":random"}, false}} {
+		out.Reset()
+		if code := run(t.Context(), append([]string{"-compare"}, tc.args...), &out, &errb); code != 0 {
+			t.Fatalf("-compare %v: exit %d, stderr:\n%s", tc.args, code, errb.String())
+		}
+		got := strings.Contains(out.String(), "the confirmed recommendation (the confirmation stage's winner after the budget), new (random) against old (grid)") &&
+			strings.Contains(out.String(), "\nconfirmed: won ")
+		if got != tc.want {
+			t.Errorf("-compare %v: confirmed table %v, want %v:\n%s", tc.args, got, tc.want, out.String())
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string

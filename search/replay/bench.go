@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
@@ -53,6 +54,12 @@ type BenchOptions struct {
 	Workers int
 	// Logger receives a line per finished run; nil discards.
 	Logger *slog.Logger
+	// Confirm, when not nil, runs the tuner's confirmation stage with
+	// these study settings (package confirm) on each run's history after
+	// Budget trials, and reports what it recommends (Run.Confirmed):
+	// what a user of the tuner is handed, where the pick is only the
+	// stage's first candidate.
+	Confirm *configs.Confirmation
 	// Trace, when not nil, is called with every trial of every run, in
 	// the run's order; runs of different seeds call it concurrently.
 	Trace func(TraceStep)
@@ -85,8 +92,16 @@ type Run struct {
 	PickTruth Truth         `json:"pick_truth"`
 	// StopAt is the trial count at which the stopping rule fired (0: never
 	// before the budget), and StopPick the pick at that point.
-	StopAt        int     `json:"stop_at"`
-	StopPickRatio float64 `json:"stop_pick_ratio"`
+	StopAt int `json:"stop_at"`
+	// Confirmed is the confirmation stage's winner after Budget trials
+	// (BenchOptions.Confirm; nil when it was not run, nothing measured
+	// feasible or no candidate met the SLO in its repeats),
+	// ConfirmedTruth its truth and ConfirmRepeats the repeats the stage
+	// took.
+	Confirmed      search.Config `json:"confirmed,omitempty"`
+	ConfirmedTruth Truth         `json:"confirmed_truth"`
+	ConfirmRepeats int           `json:"confirm_repeats,omitempty"`
+	StopPickRatio  float64       `json:"stop_pick_ratio"`
 	// SuggestTime is the wall time spent in Suggest over the run's Calls.
 	SuggestTime time.Duration `json:"suggest_time"`
 	Calls       int           `json:"calls"`
@@ -116,6 +131,12 @@ type Row struct {
 	// ratio at that point.
 	StopMedian    float64
 	StopPickRatio float64
+	// ConfirmedFeasible and ConfirmedRatio are PickFeasible and PickRatio
+	// for the confirmation stage's winner (ConfirmedShare), and
+	// ConfirmRepeats the mean repeats it took; zero when it was not run.
+	ConfirmedFeasible float64
+	ConfirmedRatio    float64
+	ConfirmRepeats    float64
 	// SuggestMean is the mean wall time of one Suggest call (wall clock
 	// on whatever machine ran the bench: indicative only).
 	SuggestMean time.Duration
@@ -143,8 +164,10 @@ type Report struct {
 	// it: the needles a run must find one of.
 	Within []int
 	// CI is BenchOptions.CI.
-	CI   bool
-	Rows []Row
+	CI bool
+	// Confirm is BenchOptions.Confirm.
+	Confirm *configs.Confirmation
+	Rows    []Row
 }
 
 // Bench runs every strategy with seeds 1..Seeds against s, each run asking
@@ -174,7 +197,7 @@ func Bench(ctx context.Context, s *Surface, opts BenchOptions) (*Report, error) 
 		Surface: s.Name, Objective: s.objective(), SLO: time.Duration(s.SLO),
 		Runnable: len(runnable), Best: best, BestTruth: bestTruth,
 		Seeds: opts.Seeds, Budget: opts.Budget, Horizon: opts.Horizon, Batch: opts.Batch, Targets: opts.Targets,
-		CI: opts.CI,
+		CI: opts.CI, Confirm: opts.Confirm,
 	}
 	for _, c := range runnable {
 		if t, ok := s.Truth(c); ok && t.Feasible {
@@ -274,9 +297,10 @@ feed:
 		return nil, err
 	}
 	for si, st := range opts.Strategies {
-		rep.Rows = append(rep.Rows, summarise(st.Name(), runs[si], rep.Targets, func(r Run) float64 {
-			return PickShare(r, s.objective().Direction(), bestTruth.Value)
-		}))
+		d := s.objective().Direction()
+		rep.Rows = append(rep.Rows, summarise(st.Name(), runs[si], rep.Targets,
+			func(r Run) float64 { return PickShare(r, d, bestTruth.Value) },
+			func(r Run) float64 { return ConfirmedShare(r, d, bestTruth.Value) }))
 	}
 	return rep, nil
 }
@@ -347,19 +371,29 @@ func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, 
 				}
 			}
 			if r.Trials == rep.Budget {
-				if r.Pick, r.PickTruth, err = pick(ctx, s, st, hist); err != nil {
+				if err := r.recommend(ctx, s, st, hist, rep); err != nil {
 					return r, err
 				}
 			}
 		}
 	}
 	if r.Trials < rep.Budget { // the space ran out first
-		var err error
-		if r.Pick, r.PickTruth, err = pick(ctx, s, st, hist); err != nil {
+		if err := r.recommend(ctx, s, st, hist, rep); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
+}
+
+// recommend sets what the run recommends after its budget: the pick and,
+// when the report asks for it, the confirmation stage's winner.
+func (r *Run) recommend(ctx context.Context, s *Surface, st search.Strategy, hist []search.Trial, rep *Report) error {
+	var err error
+	if r.Pick, r.PickTruth, err = pick(ctx, s, st, hist); err != nil || rep.Confirm == nil {
+		return err
+	}
+	r.Confirmed, r.ConfirmedTruth, r.ConfirmRepeats, err = confirmRun(ctx, s, st, hist, r.Seed, *rep.Confirm)
+	return err
 }
 
 // pick is what a tuner hands its confirmation stage first: the
@@ -382,7 +416,7 @@ func pickRatio(ctx context.Context, s *Surface, st search.Strategy, hist []searc
 	return s.Ratio(t.Value, best), nil
 }
 
-func summarise(name string, runs []Run, targets []float64, ratio func(Run) float64) Row {
+func summarise(name string, runs []Run, targets []float64, ratio, confirmed func(Run) float64) Row {
 	row := Row{Strategy: name, Runs: runs}
 	n := len(runs)
 	for ti := range targets {
@@ -404,12 +438,17 @@ func summarise(name string, runs []Run, targets []float64, ratio func(Run) float
 	ratios := make([]float64, n)
 	stops := make([]float64, n)
 	stopRatios := make([]float64, n)
-	feasible, calls := 0, 0
+	confirmedRatios := make([]float64, n)
+	feasible, confirmedFeasible, repeats, calls := 0, 0, 0, 0
 	var total time.Duration
 	for i, r := range runs {
 		if r.Pick != nil && r.PickTruth.Feasible {
 			feasible++
 		}
+		if confirmedRatios[i] = confirmed(r); confirmedRatios[i] > 0 {
+			confirmedFeasible++
+		}
+		repeats += r.ConfirmRepeats
 		ratios[i] = ratio(r)
 		stops[i], stopRatios[i] = math.Inf(1), ratios[i]
 		if r.StopAt > 0 {
@@ -420,6 +459,9 @@ func summarise(name string, runs []Run, targets []float64, ratio func(Run) float
 	}
 	row.PickFeasible = float64(feasible) / float64(max(n, 1))
 	row.PickRatio = nearestRank(ratios, 0.5)
+	row.ConfirmedFeasible = float64(confirmedFeasible) / float64(max(n, 1))
+	row.ConfirmedRatio = nearestRank(confirmedRatios, 0.5)
+	row.ConfirmRepeats = float64(repeats) / float64(max(n, 1))
 	row.StopMedian = nearestRank(stops, 0.5)
 	row.StopPickRatio = nearestRank(stopRatios, 0.5)
 	if calls > 0 {
@@ -497,12 +539,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 		b.WriteString("  [lo,hi] after a median: its distribution-free 95% confidence interval over seeds (sign-test order statistics)\n")
 	}
 	fmt.Fprintf(&b, "  pick = the strategy's first-ranked measured-feasible configuration (search.Rank) after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
+	if c := r.Confirm; c != nil {
+		fmt.Fprintf(&b, "  confirmed = the confirmation stage's winner after the budget (top %d and the recipe, %d repeats each, up to %d where undecided, %.0f%% intervals; 0 when it recommends nothing); repeats = its mean repeats\n", c.TopK, c.Repeats, max(c.MaxRepeats, c.Repeats), 100*c.Confidence)
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"strategy"}
 	for _, t := range r.Targets {
 		head = append(head, Pct(t)+" med", Pct(t)+" p90", "reached")
 	}
-	head = append(head, "pick feasible", "pick/best", "stop@ med", "pick/best@stop", "suggest")
+	head = append(head, "pick feasible", "pick/best")
+	if r.Confirm != nil {
+		head = append(head, "confirmed feasible", "confirmed/best", "repeats")
+	}
+	head = append(head, "stop@ med", "pick/best@stop", "suggest")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, row := range r.Rows {
 		cells := []string{row.Strategy}
@@ -513,9 +562,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 			}
 			cells = append(cells, med, Trials(row.P90[i], r.Horizon), fmt.Sprintf("%d/%d", row.Reached[i], len(row.Runs)))
 		}
+		cells = append(cells, fmt.Sprintf("%.0f%%", 100*row.PickFeasible), fmt.Sprintf("%.3f", row.PickRatio))
+		if r.Confirm != nil {
+			cells = append(cells, fmt.Sprintf("%.0f%%", 100*row.ConfirmedFeasible), fmt.Sprintf("%.3f", row.ConfirmedRatio), fmt.Sprintf("%.1f", row.ConfirmRepeats))
+		}
 		cells = append(cells,
-			fmt.Sprintf("%.0f%%", 100*row.PickFeasible),
-			fmt.Sprintf("%.3f", row.PickRatio),
 			Trials(row.StopMedian, r.Budget),
 			fmt.Sprintf("%.3f", row.StopPickRatio),
 			row.SuggestMean.Round(10*time.Microsecond).String(),

@@ -10,7 +10,10 @@
 // against a surface and summarises how many trials each needed to come
 // within 95% and 99% of the best truly feasible objective (truth being the
 // mean over a configuration's repeats) and how often its final pick was
-// truly feasible; Report.WriteTable formats that summary.
+// truly feasible, and, when asked, runs the tuner's confirmation stage
+// (package internal/confirm) on each run's history, each repeat a fresh
+// draw of the candidate's recorded runs, to report what a user is handed;
+// Report.WriteTable formats that summary.
 //
 // # Surface file format (batchtune-surface/2, reading batchtune-surface/1)
 //

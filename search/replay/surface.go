@@ -624,10 +624,22 @@ func share(d objective.Direction, v, best float64) float64 {
 // goes in direction d; 0 when the run picked nothing or its pick is truly
 // infeasible.
 func PickShare(r Run, d objective.Direction, best float64) float64 {
-	if r.Pick == nil || !r.PickTruth.Feasible {
+	return worth(r.Pick, r.PickTruth, d, best)
+}
+
+// ConfirmedShare is PickShare for the run's confirmation winner: 0 when
+// the stage recommended nothing (or was not run).
+func ConfirmedShare(r Run, d objective.Direction, best float64) float64 {
+	return worth(r.Confirmed, r.ConfirmedTruth, d, best)
+}
+
+// worth is a recommended configuration's truth's share of best; 0 for
+// none, or a truly infeasible one.
+func worth(c search.Config, t Truth, d objective.Direction, best float64) float64 {
+	if c == nil || !t.Feasible {
 		return 0
 	}
-	return share(d, r.PickTruth.Value, best)
+	return share(d, t.Value, best)
 }
 
 // String names the surface for reports.

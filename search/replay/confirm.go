@@ -1,0 +1,72 @@
+package replay
+
+import (
+	"context"
+	"slices"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/confirm"
+	"github.com/batchtune/batchtune/objective"
+	"github.com/batchtune/batchtune/search"
+)
+
+// confirmStream sets the confirmation's draws apart from the search's: the
+// stage re-measures on fresh restarts, so a candidate's repeats are new
+// draws of its recorded runs, not the draw that made it a candidate. The
+// same for every strategy under a seed (common random numbers).
+const confirmStream = 0x636f6e6669726d // "confirm"
+
+// confirmRun runs the tuner's confirmation stage (package confirm, with
+// the study settings c) on a search's history: the candidates the
+// strategy hands over are re-measured, every one c.Repeats times, the
+// undecided ones up to c.MaxRepeats, each repeat a fresh draw of the
+// configuration's recorded runs; the winner is the leader by the
+// conservative bound among those eligible. It returns the winner (nil when
+// none was eligible, or nothing measured feasible), its truth and how many
+// repeats the stage took. The baseline the tuner states a gain against is
+// not measured: it does not change the winner.
+func confirmRun(ctx context.Context, s *Surface, st search.Strategy, hist []search.Trial, seed uint64, c configs.Confirmation) (search.Config, Truth, int, error) {
+	cands, err := confirm.Candidates(ctx, st, search.Request{Space: s.space, Objective: s.objective(), History: hist, Seed: seed}, c.TopK)
+	if err != nil || len(cands) == 0 {
+		return nil, Truth{}, 0, err
+	}
+	rule := confirm.Rule{Maximize: s.objective().Direction() == objective.Maximize, Level: c.Confidence,
+		Repeats: c.Repeats, MaxRepeats: max(c.MaxRepeats, c.Repeats)}
+	rp := s.Replay(seed ^ confirmStream)
+	all := make([]*confirm.Tally, len(cands))
+	for i := range all {
+		all[i] = &confirm.Tally{}
+	}
+	n := 0
+	for round := range rule.MaxRepeats {
+		want, _ := rule.Next(round, all, len(all))
+		if !slices.Contains(want, true) {
+			break
+		}
+		for i, w := range want {
+			if !w {
+				continue
+			}
+			tr, err := rp.Run(cands[i].Config)
+			if err != nil {
+				return nil, Truth{}, n, err
+			}
+			n++
+			t := all[i]
+			t.Repeats++
+			if tr.Outcome == search.Succeeded && tr.Feasible {
+				t.Feasible++
+			}
+			if tr.Measured {
+				t.Samples = append(t.Samples, tr.Value)
+			}
+			rule.Summarise(t)
+		}
+	}
+	lead := rule.Leader(all)
+	if lead < 0 {
+		return nil, Truth{}, n, nil
+	}
+	truth, _ := s.Truth(cands[lead].Config)
+	return cands[lead].Config, truth, n, nil
+}

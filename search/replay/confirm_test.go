@@ -1,0 +1,126 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/search"
+)
+
+// confirmSurface (a UNIT-TEST FIXTURE, not a measurement) is
+// max_batch_size {4, 8, 16, 32} × timeout {0, 10000}, SLO 60 ms, where the
+// search's best measurements were luck: 32/0 served 3000 req/s within the
+// SLO in one run of five and broke it in the rest, 16/0 served 2000 once
+// and 900 otherwise, while 16/10000 serves 1500 in every run. The recipe
+// (8/10000) breaks the SLO.
+func confirmSurface(t *testing.T) *Surface {
+	t.Helper()
+	head := `{"format":"batchtune-surface/1","name":"confirm-fixture","source":"search/replay/confirm_test.go (unit-test fixture)","objective":"max_throughput","concurrency":32,"slo":"60ms","error_budget":0.01,"cores":2,"gpus":1,"space":[{"name":"max_batch_size","values":[4,8,16,32]},{"name":"batch_timeout_micros","values":[0,10000]}]}`
+	lines := []string{head}
+	add := func(b, tau int, qps float64, p99 int, n int) {
+		for i := range n {
+			lines = append(lines, fmt.Sprintf(`{"config":[%d,%d],"qps":%g,"p99_us":%d,"error_rate":0}`, b, tau, qps+float64(i), p99))
+		}
+	}
+	add(32, 0, 3000, 20000, 1)
+	add(32, 0, 3000, 90000, 4)
+	add(16, 0, 2000, 20000, 1)
+	add(16, 0, 900, 20000, 5)
+	add(16, 10000, 1500, 30000, 6)
+	add(8, 10000, 700, 90000, 3)
+	add(4, 0, 500, 10000, 3)
+	add(4, 10000, 300, 20000, 3)
+	add(8, 0, 300, 20000, 3)
+	add(32, 10000, 300, 20000, 3)
+	s, err := Decode(strings.NewReader(strings.Join(lines, "\n")+"\n"), "confirm-fixture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func cfg2(b, tau int64) search.Config {
+	return search.Config{{Name: search.MaxBatchSize, Value: b}, {Name: search.BatchTimeoutMicros, Value: tau}}
+}
+
+// The stage re-measures the lucky configurations and hands over the one
+// that holds up: 16/10000, not the pick (32/0, best measured) nor 16/0;
+// with only configurations that break the SLO in their repeats it hands
+// over nothing.
+func TestConfirmRunHandsOverWhatHoldsUp(t *testing.T) {
+	s := confirmSurface(t)
+	if r := s.Space().Recipe(); !r.Equal(cfg2(8, 10000)) {
+		t.Fatalf("fixture: recipe %v, want 8/10000", r)
+	}
+	ok := func(c search.Config, qps float64) search.Trial {
+		return search.Trial{Config: c, Outcome: search.Succeeded, Measured: true, Feasible: true, Value: qps, QPS: qps}
+	}
+	hist := []search.Trial{ok(cfg2(32, 0), 3000), ok(cfg2(16, 0), 2000), ok(cfg2(16, 10000), 1500), ok(cfg2(4, 0), 500)}
+	c := configs.DefaultStudy().Confirmation
+	for seed := uint64(1); seed <= 10; seed++ {
+		won, truth, n, err := confirmRun(t.Context(), s, &search.Random{}, hist, seed, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !won.Equal(cfg2(16, 10000)) || !truth.Feasible {
+			t.Errorf("seed %d: confirmed %v (truth %+v), want 16/10000", seed, won, truth)
+		}
+		// Four candidates (the top 3 and the recipe), c.Repeats each at
+		// least, c.MaxRepeats each at most.
+		if n < 4*c.Repeats || n > 4*c.MaxRepeats {
+			t.Errorf("seed %d: %d repeats, want between %d and %d", seed, n, 4*c.Repeats, 4*c.MaxRepeats)
+		}
+	}
+	for seed := uint64(1); seed <= 10; seed++ {
+		won, _, n, err := confirmRun(t.Context(), s, &search.Random{}, hist[:1], seed, c)
+		if err != nil || won != nil || n < 2*c.Repeats {
+			t.Errorf("seed %d: only 32/0 and the recipe: confirmed %v after %d repeats (%v), want nothing after at least %d", seed, won, n, err, 2*c.Repeats)
+		}
+	}
+	if won, _, n, err := confirmRun(t.Context(), s, &search.Random{}, nil, 1, c); err != nil || won != nil || n != 0 {
+		t.Errorf("empty history: %v, %d repeats, %v; want nothing", won, n, err)
+	}
+}
+
+// Bench with Confirm reports the stage's winner per run and its share per
+// row, and writes the columns; without it, neither.
+func TestBenchConfirm(t *testing.T) {
+	s := confirmSurface(t)
+	c := configs.DefaultStudy().Confirmation
+	rep, err := Bench(t.Context(), s, BenchOptions{Strategies: []search.Strategy{&search.Grid{}}, Seeds: 5, Budget: 8, Horizon: 8, Confirm: &c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := rep.Rows[0]
+	// Grid runs all eight configurations: its pick is the luckiest
+	// measurement, the stage's winner 16/10000 (the best truly feasible
+	// configuration) on every seed.
+	for _, r := range row.Runs {
+		if !r.Confirmed.Equal(cfg2(16, 10000)) || r.ConfirmRepeats < 4*c.Repeats {
+			t.Errorf("seed %d: confirmed %v after %d repeats, want 16/10000 after at least %d", r.Seed, r.Confirmed, r.ConfirmRepeats, 4*c.Repeats)
+		}
+	}
+	if row.ConfirmedRatio != 1 || row.ConfirmedFeasible != 1 || row.ConfirmRepeats < float64(4*c.Repeats) {
+		t.Errorf("row: confirmed %.3f of the best, %.0f%% feasible, %.1f repeats; want 1, 100%%, at least %d", row.ConfirmedRatio, 100*row.ConfirmedFeasible, row.ConfirmRepeats, 4*c.Repeats)
+	}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "confirmed/best") || !strings.Contains(b.String(), "top 3 and the recipe, 3 repeats each, up to 6") {
+		t.Errorf("table lacks the confirmation's columns or settings:\n%s", b.String())
+	}
+	rep, err = Bench(t.Context(), s, BenchOptions{Strategies: []search.Strategy{&search.Grid{}}, Seeds: 2, Budget: 8, Horizon: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rows[0].Runs[0].Confirmed != nil || strings.Contains(b.String(), "confirmed") {
+		t.Errorf("without Confirm: run %+v, table:\n%s", rep.Rows[0].Runs[0], b.String())
+	}
+}
