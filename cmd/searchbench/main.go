@@ -254,12 +254,19 @@ type jsonRow struct {
 	PickRatio     float64       `json:"pick_ratio"`
 	StopMedian    *float64      `json:"stop_median"`
 	StopPickRatio float64       `json:"stop_pick_ratio"`
-	// The confirmation stage's winner (-confirm; zero without it).
-	ConfirmedFeasible float64      `json:"confirmed_feasible,omitempty"`
-	ConfirmedRatio    float64      `json:"confirmed_ratio,omitempty"`
-	ConfirmRepeats    float64      `json:"confirm_repeats,omitempty"`
-	SuggestMeanMS     float64      `json:"suggest_mean_ms"`
-	Runs              []replay.Run `json:"runs"`
+	// The confirmation stage's winner (-confirm; absent without it).
+	Confirmed     *jsonConfirmed `json:"confirmed,omitempty"`
+	SuggestMeanMS float64        `json:"suggest_mean_ms"`
+	Runs          []replay.Run   `json:"runs"`
+}
+
+// jsonConfirmed is a row's confirmation stage (replay.Row's Confirmed
+// figures), as -json writes it.
+type jsonConfirmed struct {
+	Feasible float64 `json:"feasible"`
+	Ratio    float64 `json:"ratio"`
+	None     float64 `json:"none"`
+	Repeats  float64 `json:"repeats"`
 }
 
 // jsonReport is one surface's report as -json writes it (and -compare
@@ -306,8 +313,10 @@ func jsonReports(reps []*replay.Report) []jsonReport {
 		for _, rw := range r.Rows {
 			x := jsonRow{Strategy: rw.Strategy, Reached: rw.Reached, PickFeasible: rw.PickFeasible, PickRatio: rw.PickRatio,
 				StopMedian: finite(rw.StopMedian), StopPickRatio: rw.StopPickRatio,
-				ConfirmedFeasible: rw.ConfirmedFeasible, ConfirmedRatio: rw.ConfirmedRatio, ConfirmRepeats: rw.ConfirmRepeats,
 				SuggestMeanMS: float64(rw.SuggestMean.Microseconds()) / 1000, Runs: rw.Runs}
+			if r.Confirm != nil {
+				x.Confirmed = &jsonConfirmed{Feasible: rw.ConfirmedFeasible, Ratio: rw.ConfirmedRatio, None: rw.ConfirmedNone, Repeats: rw.ConfirmRepeats}
+			}
 			for i := range rw.Median {
 				x.Median = append(x.Median, finite(rw.Median[i]))
 				x.P90 = append(x.P90, finite(rw.P90[i]))

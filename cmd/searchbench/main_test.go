@@ -188,7 +188,7 @@ func TestRunCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reps []jsonReport
-	if err := json.Unmarshal(out.Bytes(), &reps); err != nil || reps[0].Confirm == nil || reps[0].Confirm.TopK != 3 || reps[0].Rows[0].ConfirmRepeats < 6 {
+	if err := json.Unmarshal(out.Bytes(), &reps); err != nil || reps[0].Confirm == nil || reps[0].Confirm.TopK != 3 || reps[0].Rows[0].Confirmed == nil || reps[0].Rows[0].Confirmed.Repeats < 6 {
 		t.Fatalf("-confirm -json: %v; want the settings and the repeats recorded:\n%.600s", err, out.String())
 	}
 	for _, tc := range []struct {

@@ -132,10 +132,14 @@ type Row struct {
 	StopMedian    float64
 	StopPickRatio float64
 	// ConfirmedFeasible and ConfirmedRatio are PickFeasible and PickRatio
-	// for the confirmation stage's winner (ConfirmedShare), and
-	// ConfirmRepeats the mean repeats it took; zero when it was not run.
+	// for the confirmation stage's winner (ConfirmedShare), ConfirmedNone
+	// the share of seeds where it recommended nothing (no candidate met
+	// the SLO in its repeats: the tuner then says so and keeps what runs)
+	// and ConfirmRepeats the mean repeats it took; zero when it was not
+	// run.
 	ConfirmedFeasible float64
 	ConfirmedRatio    float64
+	ConfirmedNone     float64
 	ConfirmRepeats    float64
 	// SuggestMean is the mean wall time of one Suggest call (wall clock
 	// on whatever machine ran the bench: indicative only).
@@ -439,7 +443,7 @@ func summarise(name string, runs []Run, targets []float64, ratio, confirmed func
 	stops := make([]float64, n)
 	stopRatios := make([]float64, n)
 	confirmedRatios := make([]float64, n)
-	feasible, confirmedFeasible, repeats, calls := 0, 0, 0, 0
+	feasible, confirmedFeasible, none, repeats, calls := 0, 0, 0, 0, 0
 	var total time.Duration
 	for i, r := range runs {
 		if r.Pick != nil && r.PickTruth.Feasible {
@@ -447,6 +451,9 @@ func summarise(name string, runs []Run, targets []float64, ratio, confirmed func
 		}
 		if confirmedRatios[i] = confirmed(r); confirmedRatios[i] > 0 {
 			confirmedFeasible++
+		}
+		if r.Confirmed == nil {
+			none++
 		}
 		repeats += r.ConfirmRepeats
 		ratios[i] = ratio(r)
@@ -462,6 +469,7 @@ func summarise(name string, runs []Run, targets []float64, ratio, confirmed func
 	row.ConfirmedFeasible = float64(confirmedFeasible) / float64(max(n, 1))
 	row.ConfirmedRatio = nearestRank(confirmedRatios, 0.5)
 	row.ConfirmRepeats = float64(repeats) / float64(max(n, 1))
+	row.ConfirmedNone = float64(none) / float64(max(n, 1))
 	row.StopMedian = nearestRank(stops, 0.5)
 	row.StopPickRatio = nearestRank(stopRatios, 0.5)
 	if calls > 0 {
@@ -540,7 +548,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  pick = the strategy's first-ranked measured-feasible configuration (search.Rank) after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
 	if c := r.Confirm; c != nil {
-		fmt.Fprintf(&b, "  confirmed = the confirmation stage's winner after the budget (top %d and the recipe, %d repeats each, up to %d where undecided, %.0f%% intervals; 0 when it recommends nothing); repeats = its mean repeats\n", c.TopK, c.Repeats, max(c.MaxRepeats, c.Repeats), 100*c.Confidence)
+		fmt.Fprintf(&b, "  confirmed = the confirmation stage's winner after the budget (top %d and the recipe, %d repeats each, up to %d where undecided, %.0f%% intervals; 0 when it recommends nothing); confirmed none = the seeds where it recommends nothing; repeats = its mean repeats\n", c.TopK, c.Repeats, max(c.MaxRepeats, c.Repeats), 100*c.Confidence)
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"strategy"}
@@ -549,7 +557,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	head = append(head, "pick feasible", "pick/best")
 	if r.Confirm != nil {
-		head = append(head, "confirmed feasible", "confirmed/best", "repeats")
+		head = append(head, "confirmed feasible", "confirmed none", "confirmed/best", "repeats")
 	}
 	head = append(head, "stop@ med", "pick/best@stop", "suggest")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
@@ -564,7 +572,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		cells = append(cells, fmt.Sprintf("%.0f%%", 100*row.PickFeasible), fmt.Sprintf("%.3f", row.PickRatio))
 		if r.Confirm != nil {
-			cells = append(cells, fmt.Sprintf("%.0f%%", 100*row.ConfirmedFeasible), fmt.Sprintf("%.3f", row.ConfirmedRatio), fmt.Sprintf("%.1f", row.ConfirmRepeats))
+			cells = append(cells, fmt.Sprintf("%.0f%%", 100*row.ConfirmedFeasible), fmt.Sprintf("%.0f%%", 100*row.ConfirmedNone), fmt.Sprintf("%.3f", row.ConfirmedRatio), fmt.Sprintf("%.1f", row.ConfirmRepeats))
 		}
 		cells = append(cells,
 			Trials(row.StopMedian, r.Budget),

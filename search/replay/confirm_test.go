@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
 
@@ -105,11 +106,20 @@ func TestBenchConfirm(t *testing.T) {
 	if row.ConfirmedRatio != 1 || row.ConfirmedFeasible != 1 || row.ConfirmRepeats < float64(4*c.Repeats) {
 		t.Errorf("row: confirmed %.3f of the best, %.0f%% feasible, %.1f repeats; want 1, 100%%, at least %d", row.ConfirmedRatio, 100*row.ConfirmedFeasible, row.ConfirmRepeats, 4*c.Repeats)
 	}
+	if row.ConfirmedNone != 0 {
+		t.Errorf("row: recommended nothing on %.0f%% of seeds, want 0", 100*row.ConfirmedNone)
+	}
+	// A seed whose stage recommends nothing counts as none, and as 0.
+	two := summarise("x", []Run{{Reach: []int{1}}, {Reach: []int{1}, Confirmed: cfg2(16, 10000), ConfirmedTruth: Truth{Feasible: true, Value: 1500}, ConfirmRepeats: 12}},
+		[]float64{0.95}, func(Run) float64 { return 0 }, func(r Run) float64 { return ConfirmedShare(r, objective.Maximize, 3000) })
+	if two.ConfirmedNone != 0.5 || two.ConfirmedFeasible != 0.5 || two.ConfirmedRatio != 0 || two.ConfirmRepeats != 6 {
+		t.Errorf("two seeds, one recommending nothing: %+v", two)
+	}
 	var b strings.Builder
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "confirmed/best") || !strings.Contains(b.String(), "top 3 and the recipe, 3 repeats each, up to 6") {
+	if !strings.Contains(b.String(), "confirmed none") || !strings.Contains(b.String(), "confirmed/best") || !strings.Contains(b.String(), "top 3 and the recipe, 3 repeats each, up to 6") {
 		t.Errorf("table lacks the confirmation's columns or settings:\n%s", b.String())
 	}
 	rep, err = Bench(t.Context(), s, BenchOptions{Strategies: []search.Strategy{&search.Grid{}}, Seeds: 2, Budget: 8, Horizon: 8})
