@@ -9,6 +9,7 @@
 #   experiments/search-bench/run.sh compare capacity-design, capacity-heldout   # the max_capacity surfaces, split the same way
 #   experiments/search-bench/run.sh verdict SETTING [SET...]   # a Bayes setting against the default (experiments/surfaces/sets rule)
 #   DEFAULTS=DIR run.sh verdict SETTING                        # the same, the default's runs read from DIR/NAME.default.json
+#   experiments/search-bench/run.sh confirmed [SET...]         # what the confirmation stage hands a user (searchbench -confirm)
 #
 # compare reads surface files (format: package search/replay, doc.go);
 # without arguments it takes experiments/surfaces/*.jsonl. Environment for
@@ -27,10 +28,27 @@
 # runs do not depend on SETTING: DEFAULTS=DIR reads them from
 # DIR/NAME.default.json (a previous verdict's tmp/verdict, copied) instead
 # of running them again, which halves a verdict's time.
+#
+# confirmed runs bayes, hillclimb and random with -confirm (the tuner's
+# confirmation stage after the budget) on every surface of the named sets
+# (default: the fourteen held out, heldout heldout2 heldout3
+# capacity-heldout), SEEDS (100) seeds, budget 50, horizon 100, into
+# experiments/search-bench/tmp/confirmed/NAME.json; then compares the
+# default with hill-climbing and with random (searchbench -compare: the
+# trials, the picks and the confirmed winners) and prints the per-surface
+# table of experiments/search-bench/confirmed.py.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 export PATH=$PATH:/usr/local/go/bin
+
+# set_names prints the surfaces of the named sets of experiments/surfaces/sets.
+set_names() {
+  for set in "$@"; do
+    line=$(grep "^$set:" experiments/surfaces/sets) || { echo "run.sh: no set $set in experiments/surfaces/sets" >&2; exit 1; }
+    echo "${line#*:}"
+  done
+}
 
 case "${1:-}" in
 suggest)
@@ -66,12 +84,7 @@ verdict)
   shift
   sets=("$@")
   [ ${#sets[@]} -gt 0 ] || sets=(design design2 capacity-design capacity-design2)
-  names=()
-  for set in "${sets[@]}"; do
-    line=$(grep "^$set:" experiments/surfaces/sets) || { echo "run.sh verdict: no set $set in experiments/surfaces/sets" >&2; exit 1; }
-    read -ra more <<<"${line#*:}"
-    names+=("${more[@]}")
-  done
+  read -ra names <<<"$(set_names "${sets[@]}" | tr '\n' ' ')"
   go build -o bin/searchbench ./cmd/searchbench
   out=experiments/search-bench/tmp/verdict
   if [ -n "${DEFAULTS:-}" ] && [ "$(cd "$DEFAULTS" && pwd)" = "$(cd "$out" 2>/dev/null && pwd)" ]; then
@@ -92,8 +105,28 @@ verdict)
   done
   bin/searchbench -compare "${olds[@]}" -- "${news[@]}"
   ;;
+confirmed)
+  shift
+  sets=("$@")
+  [ ${#sets[@]} -gt 0 ] || sets=(heldout heldout2 heldout3 capacity-heldout)
+  read -ra names <<<"$(set_names "${sets[@]}" | tr '\n' ' ')"
+  go build -o bin/searchbench ./cmd/searchbench
+  out=experiments/search-bench/tmp/confirmed
+  rm -rf "$out" && mkdir -p "$out"
+  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; bin/searchbench -strategies bayes,hillclimb,random -seeds ${SEEDS:-100} -budget 50 -horizon 100 -confirm -json SURFACE, then -compare; surfaces: ${names[*]}"
+  files=()
+  for n in "${names[@]}"; do
+    bin/searchbench -strategies bayes,hillclimb,random -seeds "${SEEDS:-100}" -budget 50 -horizon 100 -confirm -json "experiments/surfaces/$n.jsonl" >"$out/$n.json"
+    files+=("$out/$n.json")
+  done
+  for other in hillclimb random; do
+    echo "## the default (bayes) against $other"
+    bin/searchbench -compare "${files[@]/%/:$other}" -- "${files[@]/%/:bayes}"
+  done
+  python3 experiments/search-bench/confirmed.py "${files[@]}"
+  ;;
 *)
-  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac
