@@ -96,7 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	horizon := fs.Int("horizon", 0, "most trials a run may take to reach the targets (0: 400, or the runnable count if smaller)")
 	batch := fs.Int("batch", 1, "suggestions per call (parallel trials)")
 	targets := fs.String("targets", "0.95,0.99", "fractions of the best feasible objective to report trials-to-reach for")
-	confirmStage := fs.Bool("confirm", false, "also run the tuner's confirmation stage after the budget, with the default study's confirmation settings, and report its winner's truth (what a user is handed)")
+	confirmStage := fs.Bool("confirm", false, "also run the tuner's confirmation stage after the budget, with the default study's confirmation settings (or -confirmation's), and report its winner's truth (what a user is handed)")
+	confirmation := fs.String("confirmation", "", "with -confirm, the study's confirmation settings to run it with instead of the default's, e.g. repeats=5,max_repeats=8 (keys top_k, repeats, max_repeats, confidence)")
 	resolution := fs.Bool("resolution", false, "add a target per surface at 1 - one measurement's coefficient of variation among its best configurations (the finest a single trial resolves)")
 	ci := fs.Bool("ci", false, "write each median with its distribution-free 95% confidence interval over seeds")
 	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
@@ -162,6 +163,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	conf, err := parseConfirmation(*confirmation)
+	if err != nil {
+		fmt.Fprintln(stderr, "searchbench: -confirmation:", err)
+		return 2
+	}
+	if *confirmation != "" && !*confirmStage {
+		fmt.Fprintln(stderr, "searchbench: -confirmation needs -confirm")
+		return 2
+	}
 	var reports []*replay.Report
 	for i, path := range fs.Args() {
 		s, err := replay.Load(path)
@@ -174,8 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Batch: *batch, Targets: ts, Resolution: *resolution, CI: *ci, Workers: *workers, Logger: logger,
 		}
 		if *confirmStage {
-			c := configs.DefaultStudy().Confirmation
-			opts.Confirm = &c
+			opts.Confirm = &conf
 		}
 		var steps strings.Builder
 		if *trace > 0 {
@@ -227,6 +236,51 @@ func writeStep(w *strings.Builder, st replay.TraceStep) {
 		measured = fmt.Sprintf("measured %.4g (feasible %v)", st.Trial.Value, st.Trial.Feasible)
 	}
 	fmt.Fprintf(w, "%3d  %s  %s; truth %.3f of the best (feasible %v); %s\n", st.N, st.Trial.Config, measured, st.Ratio, st.Truth.Feasible, st.Reason)
+}
+
+// parseConfirmation reads -confirmation: the default study's
+// confirmation settings with the named keys changed, each checked against
+// the range a study file allows.
+func parseConfirmation(text string) (configs.Confirmation, error) {
+	c := configs.DefaultStudy().Confirmation
+	if text == "" {
+		return c, nil
+	}
+	for _, kv := range strings.Split(text, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return c, fmt.Errorf("want key=value, got %q", kv)
+		}
+		var err error
+		switch k {
+		case "top_k":
+			c.TopK, err = atoiIn(v, 1, configs.MaxTopK)
+		case "repeats":
+			c.Repeats, err = atoiIn(v, 2, configs.MaxRepeats)
+		case "max_repeats":
+			c.MaxRepeats, err = atoiIn(v, 0, 20)
+		case "confidence":
+			c.Confidence, err = strconv.ParseFloat(v, 64)
+			if err == nil && !(c.Confidence >= 0.5 && c.Confidence < 1) {
+				err = fmt.Errorf("must be in [0.5, 1), got %s", v)
+			}
+		default:
+			return c, fmt.Errorf("unknown key %q (want top_k, repeats, max_repeats or confidence)", k)
+		}
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return c, nil
+}
+
+// atoiIn parses an integer in [lo, hi].
+func atoiIn(v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("must be an integer from %d to %d, got %q", lo, hi, v)
+	}
+	return n, nil
 }
 
 func parseTargets(s string) ([]float64, error) {

@@ -127,6 +127,10 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"setting for absent strategy", []string{"-strategies", "grid", "-set", "bayes.init=3", path}, 2, `strategy "bayes"`},
 		{"malformed set", []string{"-set", "init=3", path}, 2, "strategy.setting=value"},
 		{"bad targets", []string{"-targets", "0.95,1.5", path}, 2, "fractions in (0, 1]"},
+		// Confirmation settings: a bad value names its key; an unknown key; without -confirm.
+		{"bad confirmation value", []string{"-confirm", "-confirmation", "repeats=1", path}, 2, "repeats: must be an integer from 2"},
+		{"unknown confirmation key", []string{"-confirm", "-confirmation", "repeat=3", path}, 2, `unknown key "repeat"`},
+		{"confirmation without -confirm", []string{"-confirmation", "repeats=3", path}, 2, "needs -confirm"},
 		// Files: missing, malformed (named with its line).
 		{"missing file", []string{"/nonexistent/s.jsonl"}, 1, "/nonexistent/s.jsonl"},
 		{"bad file", []string{bad}, 1, bad + ":1: header: format"},
@@ -182,6 +186,16 @@ func TestRunCompare(t *testing.T) {
 	out.Reset()
 	if code := run(t.Context(), []string{"-json", "-confirm", "-seeds", "20", "-budget", "5", "-horizon", "5", "-strategies", "grid,random", path}, &out, &errb); code != 0 {
 		t.Fatalf("-confirm: exit %d, stderr:\n%s", code, errb.String())
+	}
+	// -confirmation changes the stage's settings, recorded with the report.
+	var five bytes.Buffer
+	if code := run(t.Context(), []string{"-json", "-confirm", "-confirmation", "repeats=5,max_repeats=5,top_k=2", "-seeds", "3", "-budget", "5", "-horizon", "5", "-strategies", "grid", path}, &five, &errb); code != 0 {
+		t.Fatalf("-confirmation: exit %d, stderr:\n%s", code, errb.String())
+	}
+	var fives []jsonReport
+	if err := json.Unmarshal(five.Bytes(), &fives); err != nil || fives[0].Confirm == nil || fives[0].Confirm.Repeats != 5 || fives[0].Confirm.TopK != 2 ||
+		fives[0].Rows[0].Confirmed == nil || fives[0].Rows[0].Confirmed.Repeats < 10 {
+		t.Errorf("-confirmation repeats=5,top_k=2: %v; want the settings recorded and at least 5 repeats of each candidate:\n%.600s", err, five.String())
 	}
 	cjs := filepath.Join(t.TempDir(), "confirm.json")
 	if err := os.WriteFile(cjs, out.Bytes(), 0o644); err != nil {
