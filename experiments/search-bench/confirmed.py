@@ -5,7 +5,8 @@ and random):
 
     python3 experiments/search-bench/confirmed.py C/vision.json C/ranker-tight.json ...
 
-prints a Markdown table: the surface's resolution; the default's pick after
+prints a Markdown table (a strategy a file lacks shows as –; settings
+other than the default study's top 3, 3 repeats, up to 6 are named): the surface's resolution; the default's pick after
 the budget and its confirmed winner (the median over seeds of the truth's
 share of the best, 0 for a truly infeasible one or none); the other
 strategies' confirmed winners; how often the default's winner is truly
@@ -50,7 +51,9 @@ def main(paths):
             rows = {row["strategy"]: row["runs"] for row in rep["rows"]}
 
             def confirmed(strategy):
-                return median([share(r.get("confirmed"), r["confirmed_truth"]) for r in rows[strategy]])
+                if strategy not in rows:
+                    return "–"
+                return f"{median([share(r.get('confirmed'), r['confirmed_truth']) for r in rows[strategy]]):.3f}"
 
             runs = rows["bayes"]
             pick = median([share(r.get("pick"), r["pick_truth"]) for r in runs])
@@ -60,8 +63,12 @@ def main(paths):
             over = f" ({100 * bad[0]:.1f}%, {100 * median(bad):.1f}%, {100 * bad[-1]:.1f}%)" if bad else ""
             repeats = sum(r.get("confirm_repeats", 0) for r in runs) / len(runs)
             n = len(runs)
-            print(f"| {rep['surface']} | {100 * rep['resolution']:.1f}% | {pick:.3f} → {confirmed('bayes'):.3f} | "
-                  f"{confirmed('hillclimb'):.3f} | {confirmed('random'):.3f} | {100 * len(bad) / n:.0f}%{over} | "
+            c = rep["confirm"]
+            label = rep["surface"]
+            if (c["top_k"], c["repeats"], c["max_repeats"]) != (3, 3, 6):
+                label += f" (top {c['top_k']}, {c['repeats']} repeats, up to {c['max_repeats']})"
+            print(f"| {label} | {100 * rep['resolution']:.1f}% | {pick:.3f} → {confirmed('bayes')} | "
+                  f"{confirmed('hillclimb')} | {confirmed('random')} | {100 * len(bad) / n:.0f}%{over} | "
                   f"{100 * none / n:.0f}% | {repeats:.1f} |")
 
 
