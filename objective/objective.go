@@ -33,6 +33,14 @@ const (
 	Minimize
 )
 
+// Better reports whether value a is strictly better than b in direction d.
+func (d Direction) Better(a, b float64) bool {
+	if d == Minimize {
+		return a < b
+	}
+	return a > b
+}
+
 func (d Direction) String() string {
 	switch d {
 	case Maximize:
@@ -218,12 +226,7 @@ type Objective struct {
 func (o Objective) Direction() Direction { return o.Kind.Direction() }
 
 // Better reports whether objective value a is strictly better than b.
-func (o Objective) Better(a, b float64) bool {
-	if o.Direction() == Minimize {
-		return a < b
-	}
-	return a > b
-}
+func (o Objective) Better(a, b float64) bool { return o.Direction().Better(a, b) }
 
 // Validate reports every problem with o, with field paths under objective.
 func (o Objective) Validate() error {

@@ -275,7 +275,7 @@ func (t *Tuner) tally(all []Candidate, trials []store.Trial) {
 // rule is the study's confirmation rule (package confirm).
 func (t *Tuner) rule() confirm.Rule {
 	c := t.study.Confirmation
-	return confirm.Rule{Maximize: t.maximize(), Level: c.Confidence, Repeats: c.Repeats, MaxRepeats: max(c.MaxRepeats, c.Repeats)}
+	return confirm.Rule{Direction: t.objective.Direction(), Level: c.Confidence, Repeats: c.Repeats, MaxRepeats: max(c.MaxRepeats, c.Repeats)}
 }
 
 // tallies points at each candidate's tally, in order.

@@ -186,15 +186,17 @@ type pickLine struct {
 type recommendation struct {
 	title, noun, count string
 	worth              func(replay.Run, objective.Direction, float64) float64
+	// confirmed: only runs of the confirmation stage (-confirm) have it.
+	confirmed bool
 }
 
 var (
 	// thePick is the pick after the budget (replay.PickShare): the
 	// configuration a tuner hands its confirmation stage first.
-	thePick = recommendation{"the pick after the budget", "pick", "picks", replay.PickShare}
+	thePick = recommendation{"the pick after the budget", "pick", "picks", replay.PickShare, false}
 	// theConfirmed is the confirmation stage's winner
 	// (replay.ConfirmedShare): what the user is handed.
-	theConfirmed = recommendation{"the confirmed recommendation (the confirmation stage's winner after the budget)", "recommendation", "confirmed", replay.ConfirmedShare}
+	theConfirmed = recommendation{"the confirmed recommendation (the confirmation stage's winner after the budget)", "recommendation", "confirmed", replay.ConfirmedShare, true}
 )
 
 // comparePicks compares, per surface on both sides, what each seed's
@@ -211,10 +213,10 @@ func comparePicks(oldSide, newSide *compareSide, rec recommendation) ([]pickLine
 		if orep.Budget != nrep.Budget || orep.BestValue != nrep.BestValue {
 			return nil, fmt.Errorf("surface %s: the sides ran with different budgets or best values (%d %g, %d %g)", name, orep.Budget, orep.BestValue, nrep.Budget, nrep.BestValue)
 		}
-		if rec.count == theConfirmed.count && (orep.Confirm == nil || nrep.Confirm == nil) {
+		if rec.confirmed && (orep.Confirm == nil || nrep.Confirm == nil) {
 			continue
 		}
-		if rec.count == theConfirmed.count && *orep.Confirm != *nrep.Confirm {
+		if rec.confirmed && *orep.Confirm != *nrep.Confirm {
 			return nil, fmt.Errorf("surface %s: the sides confirmed with different settings (%+v, %+v)", name, *orep.Confirm, *nrep.Confirm)
 		}
 		kind, err := objective.Parse(orep.Objective)

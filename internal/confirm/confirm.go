@@ -19,6 +19,7 @@ import (
 	"context"
 
 	"github.com/batchtune/batchtune/internal/estimate"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
 
@@ -61,8 +62,8 @@ func Overlaps(a, b estimate.Estimate) bool {
 
 // Rule is a study's confirmation settings.
 type Rule struct {
-	// Maximize says which direction of the objective is better.
-	Maximize bool
+	// Direction says which way the objective is better.
+	Direction objective.Direction
 	// Level is the confidence level of the estimates' intervals.
 	Level float64
 	// Repeats is how many times every candidate is measured; MaxRepeats
@@ -74,25 +75,18 @@ type Rule struct {
 func (r Rule) Summarise(t *Tally) {
 	t.Estimate = estimate.Of(t.Samples, r.Level)
 	t.Bound = t.Estimate.Low
-	if !r.Maximize {
+	if r.Direction == objective.Minimize {
 		t.Bound = t.Estimate.High
 	}
-}
-
-func (r Rule) better(a, b float64) bool {
-	if r.Maximize {
-		return a > b
-	}
-	return a < b
 }
 
 // Before reports whether a ranks before b: a better conservative bound,
 // then a better mean.
 func (r Rule) Before(a, b *Tally) bool {
 	if a.Bound != b.Bound {
-		return r.better(a.Bound, b.Bound)
+		return r.Direction.Better(a.Bound, b.Bound)
 	}
-	return r.better(a.Estimate.Mean, b.Estimate.Mean)
+	return r.Direction.Better(a.Estimate.Mean, b.Estimate.Mean)
 }
 
 // Leader is the index of the best eligible candidate by Before, or -1 when

@@ -7,6 +7,7 @@ import (
 
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/internal/estimate"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
 
@@ -27,7 +28,7 @@ func tally(r Rule, feasible int, samples ...float64) *Tally {
 }
 
 func TestEligible(t *testing.T) {
-	r := Rule{Maximize: true, Level: 0.95, Repeats: 3, MaxRepeats: 6}
+	r := Rule{Direction: objective.Maximize, Level: 0.95, Repeats: 3, MaxRepeats: 6}
 	for _, tc := range []struct {
 		feasible, repeats int
 		want              bool
@@ -48,14 +49,14 @@ func TestEligible(t *testing.T) {
 // tight 900 beats a wide 1000; for a latency the upper bound, the other
 // way round.
 func TestLeaderRanksByTheConservativeBound(t *testing.T) {
-	up := Rule{Maximize: true, Level: 0.95, Repeats: 3, MaxRepeats: 6}
+	up := Rule{Direction: objective.Maximize, Level: 0.95, Repeats: 3, MaxRepeats: 6}
 	wide := tally(up, 3, 600, 1000, 1600)
 	tight := tally(up, 3, 890, 900, 910)
 	broke := tally(up, 1, 2000, 2000, 2000) // best figures, but broke the SLO twice
 	if got := up.Leader([]*Tally{wide, tight, broke}); got != 1 {
 		t.Errorf("throughput leader = %d, want 1 (the tight 900 by its lower bound)", got)
 	}
-	down := Rule{Maximize: false, Level: 0.95, Repeats: 3, MaxRepeats: 6}
+	down := Rule{Direction: objective.Minimize, Level: 0.95, Repeats: 3, MaxRepeats: 6}
 	lwide := tally(down, 3, 0.006, 0.010, 0.016)
 	ltight := tally(down, 3, 0.0119, 0.012, 0.0121)
 	if got := down.Leader([]*Tally{lwide, ltight}); got != 1 {
@@ -77,7 +78,7 @@ func TestLeaderRanksByTheConservativeBound(t *testing.T) {
 // clearly worse candidate, an undecided one at MaxRepeats and a baseline
 // whose verdict is not split are not; with nothing undecided, nobody is.
 func TestNextRemeasuresOnlyTheUndecided(t *testing.T) {
-	r := Rule{Maximize: true, Level: 0.95, Repeats: 2, MaxRepeats: 4}
+	r := Rule{Direction: objective.Maximize, Level: 0.95, Repeats: 2, MaxRepeats: 4}
 	lead := tally(r, 2, 1000, 1010)
 	rival := tally(r, 2, 800, 1300) // wide: overlaps the leader
 	worse := tally(r, 2, 500, 505)
@@ -178,9 +179,9 @@ func TestSummarise(t *testing.T) {
 	samples := []float64{90, 100, 110}
 	e := estimate.Of(samples, 0.9)
 	up := &Tally{Samples: samples}
-	(Rule{Maximize: true, Level: 0.9}).Summarise(up)
+	(Rule{Direction: objective.Maximize, Level: 0.9}).Summarise(up)
 	down := &Tally{Samples: samples}
-	(Rule{Maximize: false, Level: 0.9}).Summarise(down)
+	(Rule{Direction: objective.Minimize, Level: 0.9}).Summarise(down)
 	if up.Estimate != e || up.Bound != e.Low || down.Bound != e.High {
 		t.Errorf("bounds %v / %v, want %v / %v", up.Bound, down.Bound, e.Low, e.High)
 	}

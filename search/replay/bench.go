@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/confirm"
 	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
@@ -92,7 +93,8 @@ type Run struct {
 	PickTruth Truth         `json:"pick_truth"`
 	// StopAt is the trial count at which the stopping rule fired (0: never
 	// before the budget), and StopPick the pick at that point.
-	StopAt int `json:"stop_at"`
+	StopAt        int     `json:"stop_at"`
+	StopPickRatio float64 `json:"stop_pick_ratio"`
 	// Confirmed is the confirmation stage's winner after Budget trials
 	// (BenchOptions.Confirm; nil when it was not run, nothing measured
 	// feasible or no candidate met the SLO in its repeats),
@@ -101,7 +103,6 @@ type Run struct {
 	Confirmed      search.Config `json:"confirmed,omitempty"`
 	ConfirmedTruth Truth         `json:"confirmed_truth"`
 	ConfirmRepeats int           `json:"confirm_repeats,omitempty"`
-	StopPickRatio  float64       `json:"stop_pick_ratio"`
 	// SuggestTime is the wall time spent in Suggest over the run's Calls.
 	SuggestTime time.Duration `json:"suggest_time"`
 	Calls       int           `json:"calls"`
@@ -390,13 +391,23 @@ func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, 
 }
 
 // recommend sets what the run recommends after its budget: the pick and,
-// when the report asks for it, the confirmation stage's winner.
+// when the report asks for it, the confirmation stage's winner. The pick
+// is the stage's first candidate, so the history is ranked once for both.
 func (r *Run) recommend(ctx context.Context, s *Surface, st search.Strategy, hist []search.Trial, rep *Report) error {
 	var err error
-	if r.Pick, r.PickTruth, err = pick(ctx, s, st, hist); err != nil || rep.Confirm == nil {
+	if rep.Confirm == nil {
+		r.Pick, r.PickTruth, err = pick(ctx, s, st, hist)
 		return err
 	}
-	r.Confirmed, r.ConfirmedTruth, r.ConfirmRepeats, err = confirmRun(ctx, s, st, hist, r.Seed, *rep.Confirm)
+	cands, err := confirm.Candidates(ctx, st, search.Request{Space: s.space, Objective: s.objective(), History: hist, Seed: r.Seed}, rep.Confirm.TopK)
+	if err != nil {
+		return err
+	}
+	if len(cands) > 0 {
+		r.Pick = cands[0].Config
+		r.PickTruth, _ = s.Truth(r.Pick)
+	}
+	r.Confirmed, r.ConfirmedTruth, r.ConfirmRepeats, err = confirmRun(s, cands, r.Seed, *rep.Confirm)
 	return err
 }
 

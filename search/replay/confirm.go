@@ -1,12 +1,10 @@
 package replay
 
 import (
-	"context"
 	"slices"
 
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/internal/confirm"
-	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
 
@@ -17,20 +15,19 @@ import (
 const confirmStream = 0x636f6e6669726d // "confirm"
 
 // confirmRun runs the tuner's confirmation stage (package confirm, with
-// the study settings c) on a search's history: the candidates the
-// strategy hands over are re-measured, every one c.Repeats times, the
+// the study settings c) on the candidates a search handed over
+// (confirm.Candidates): each is re-measured c.Repeats times, the
 // undecided ones up to c.MaxRepeats, each repeat a fresh draw of the
 // configuration's recorded runs; the winner is the leader by the
 // conservative bound among those eligible. It returns the winner (nil when
-// none was eligible, or nothing measured feasible), its truth and how many
+// none was eligible, or there were no candidates), its truth and how many
 // repeats the stage took. The baseline the tuner states a gain against is
 // not measured: it does not change the winner.
-func confirmRun(ctx context.Context, s *Surface, st search.Strategy, hist []search.Trial, seed uint64, c configs.Confirmation) (search.Config, Truth, int, error) {
-	cands, err := confirm.Candidates(ctx, st, search.Request{Space: s.space, Objective: s.objective(), History: hist, Seed: seed}, c.TopK)
-	if err != nil || len(cands) == 0 {
-		return nil, Truth{}, 0, err
+func confirmRun(s *Surface, cands []confirm.Candidate, seed uint64, c configs.Confirmation) (search.Config, Truth, int, error) {
+	if len(cands) == 0 {
+		return nil, Truth{}, 0, nil
 	}
-	rule := confirm.Rule{Maximize: s.objective().Direction() == objective.Maximize, Level: c.Confidence,
+	rule := confirm.Rule{Direction: s.objective().Direction(), Level: c.Confidence,
 		Repeats: c.Repeats, MaxRepeats: max(c.MaxRepeats, c.Repeats)}
 	rp := s.Replay(seed ^ confirmStream)
 	all := make([]*confirm.Tally, len(cands))

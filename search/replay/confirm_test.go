@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/internal/confirm"
 	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
 )
@@ -42,6 +43,20 @@ func confirmSurface(t *testing.T) *Surface {
 	return s
 }
 
+// stage runs confirmRun on what the strategy hands over from hist.
+func stage(t *testing.T, s *Surface, st search.Strategy, hist []search.Trial, seed uint64, c configs.Confirmation) (search.Config, Truth, int) {
+	t.Helper()
+	cands, err := confirm.Candidates(t.Context(), st, search.Request{Space: s.Space(), Objective: s.Objective(), History: hist, Seed: seed}, c.TopK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	won, truth, n, err := confirmRun(s, cands, seed, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return won, truth, n
+}
+
 func cfg2(b, tau int64) search.Config {
 	return search.Config{{Name: search.MaxBatchSize, Value: b}, {Name: search.BatchTimeoutMicros, Value: tau}}
 }
@@ -61,10 +76,7 @@ func TestConfirmRunHandsOverWhatHoldsUp(t *testing.T) {
 	hist := []search.Trial{ok(cfg2(32, 0), 3000), ok(cfg2(16, 0), 2000), ok(cfg2(16, 10000), 1500), ok(cfg2(4, 0), 500)}
 	c := configs.DefaultStudy().Confirmation
 	for seed := uint64(1); seed <= 10; seed++ {
-		won, truth, n, err := confirmRun(t.Context(), s, &search.Random{}, hist, seed, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		won, truth, n := stage(t, s, &search.Random{}, hist, seed, c)
 		if !won.Equal(cfg2(16, 10000)) || !truth.Feasible {
 			t.Errorf("seed %d: confirmed %v (truth %+v), want 16/10000", seed, won, truth)
 		}
@@ -75,13 +87,13 @@ func TestConfirmRunHandsOverWhatHoldsUp(t *testing.T) {
 		}
 	}
 	for seed := uint64(1); seed <= 10; seed++ {
-		won, _, n, err := confirmRun(t.Context(), s, &search.Random{}, hist[:1], seed, c)
-		if err != nil || won != nil || n < 2*c.Repeats {
-			t.Errorf("seed %d: only 32/0 and the recipe: confirmed %v after %d repeats (%v), want nothing after at least %d", seed, won, n, err, 2*c.Repeats)
+		won, _, n := stage(t, s, &search.Random{}, hist[:1], seed, c)
+		if won != nil || n < 2*c.Repeats {
+			t.Errorf("seed %d: only 32/0 and the recipe: confirmed %v after %d repeats, want nothing after at least %d", seed, won, n, 2*c.Repeats)
 		}
 	}
-	if won, _, n, err := confirmRun(t.Context(), s, &search.Random{}, nil, 1, c); err != nil || won != nil || n != 0 {
-		t.Errorf("empty history: %v, %d repeats, %v; want nothing", won, n, err)
+	if won, _, n := stage(t, s, &search.Random{}, nil, 1, c); won != nil || n != 0 {
+		t.Errorf("empty history: %v, %d repeats; want nothing", won, n)
 	}
 }
 
@@ -132,5 +144,12 @@ func TestBenchConfirm(t *testing.T) {
 	}
 	if rep.Rows[0].Runs[0].Confirmed != nil || strings.Contains(b.String(), "confirmed") {
 		t.Errorf("without Confirm: run %+v, table:\n%s", rep.Rows[0].Runs[0], b.String())
+	}
+	// The pick is the same with the stage as without it (with it, the
+	// stage's first candidate): the history is ranked once for both.
+	for i, r := range rep.Rows[0].Runs {
+		if w := row.Runs[i]; !w.Pick.Equal(r.Pick) || w.PickTruth != r.PickTruth || r.Pick == nil {
+			t.Errorf("seed %d: pick %v with the stage, %v without", r.Seed, w.Pick, r.Pick)
+		}
 	}
 }
