@@ -261,15 +261,22 @@ func (chk *studyCheck) search() {
 
 // confirmation checks confirmation.
 func (chk *studyCheck) confirmation() {
-	s := chk.s
-	chk.atLeast("confirmation.top_k", s.Confirmation.TopK, 1)
-	chk.atLeast("confirmation.repeats", s.Confirmation.Repeats, 2)
-	if m := s.Confirmation.MaxRepeats; m < 0 || m > 20 {
+	chk.ps = append(chk.ps, chk.s.Confirmation.Problems()...)
+}
+
+// Problems lists every problem with c, with field paths under
+// confirmation (a study's check, and searchbench -confirmation's).
+func (c Confirmation) Problems() Problems {
+	chk := &studyCheck{}
+	chk.atLeast("confirmation.top_k", c.TopK, 1)
+	chk.atLeast("confirmation.repeats", c.Repeats, 2)
+	if m := c.MaxRepeats; m < 0 || m > 20 {
 		chk.ps.Add("confirmation.max_repeats", "must be between 0 and 20 (at most repeats means no extra repeats), got %d", m)
 	}
-	if c := s.Confirmation.Confidence; !(c >= 0.5 && c < 1) {
-		chk.ps.Add("confirmation.confidence", "must be in [0.5, 1), got %v", c)
+	if v := c.Confidence; !(v >= 0.5 && v < 1) {
+		chk.ps.Add("confirmation.confidence", "must be in [0.5, 1), got %v", v)
 	}
+	return chk.ps
 }
 
 // export checks export.

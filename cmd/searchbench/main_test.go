@@ -128,7 +128,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"malformed set", []string{"-set", "init=3", path}, 2, "strategy.setting=value"},
 		{"bad targets", []string{"-targets", "0.95,1.5", path}, 2, "fractions in (0, 1]"},
 		// Confirmation settings: a bad value names its key; an unknown key; without -confirm.
-		{"bad confirmation value", []string{"-confirm", "-confirmation", "repeats=1", path}, 2, "repeats: must be an integer from 2"},
+		{"bad confirmation value", []string{"-confirm", "-confirmation", "repeats=1", path}, 2, "confirmation.repeats: must be >= 2, got 1"},
+		{"confirmation value not a number", []string{"-confirm", "-confirmation", "top_k=three", path}, 2, `top_k: not a number: "three"`},
 		{"unknown confirmation key", []string{"-confirm", "-confirmation", "repeat=3", path}, 2, `unknown key "repeat"`},
 		{"confirmation without -confirm", []string{"-confirmation", "repeats=3", path}, 2, "needs -confirm"},
 		// Files: missing, malformed (named with its line).
