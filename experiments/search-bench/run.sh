@@ -84,7 +84,8 @@ verdict)
   shift
   sets=("$@")
   [ ${#sets[@]} -gt 0 ] || sets=(design design2 capacity-design capacity-design2)
-  read -ra names <<<"$(set_names "${sets[@]}" | tr '\n' ' ')"
+  list=$(set_names "${sets[@]}") # an unknown set ends the script here
+  read -ra names <<<"${list//$'\n'/ }"
   go build -o bin/searchbench ./cmd/searchbench
   out=experiments/search-bench/tmp/verdict
   if [ -n "${DEFAULTS:-}" ] && [ "$(cd "$DEFAULTS" && pwd)" = "$(cd "$out" 2>/dev/null && pwd)" ]; then
@@ -109,7 +110,8 @@ confirmed)
   shift
   sets=("$@")
   [ ${#sets[@]} -gt 0 ] || sets=(heldout heldout2 heldout3 capacity-heldout)
-  read -ra names <<<"$(set_names "${sets[@]}" | tr '\n' ' ')"
+  list=$(set_names "${sets[@]}") # an unknown set ends the script here
+  read -ra names <<<"${list//$'\n'/ }"
   go build -o bin/searchbench ./cmd/searchbench
   out=experiments/search-bench/tmp/confirmed
   rm -rf "$out" && mkdir -p "$out"
