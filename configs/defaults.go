@@ -176,12 +176,13 @@ var fieldDocs = map[string]string{
 	"search.max_failures": "Consecutive failed trials that stop the study.",
 	"search.settings":     "Settings of the strategy; it rejects those it does not know.", // + each one's, fieldDoc
 
-	"confirmation":             "Re-measures the best candidates and the baseline on fresh restarts,\ninterleaved, before recommending.",
-	"confirmation.top_k":       "Candidates re-measured: the first in the strategy's ranking of the configurations the search measured feasible (bayes ranks by its models, the others by the measurements).",
-	"confirmation.repeats":     "Measurements of each candidate and of the baseline.",
-	"confirmation.max_repeats": "Up to this many repeats in all where the first ones left the verdict open (a\nsplit SLO verdict, overlapping intervals of the two best); at most repeats\nmeans none. From 4 repeats on, one in three may break the SLO.",
-	"confirmation.baseline":    "The batching.config in production today; empty compares with TF Serving's\ndefaults.",
-	"confirmation.confidence":  "Level of the gain's confidence interval.",
+	"confirmation":               "Re-measures the best candidates and the baseline on fresh restarts,\ninterleaved, before recommending.",
+	"confirmation.top_k":         "Candidates re-measured: the first in the strategy's ranking of the configurations the search measured feasible (bayes ranks by its models, the others by the measurements).",
+	"confirmation.repeats":       "Measurements of each candidate and of the baseline.",
+	"confirmation.max_repeats":   "Up to this many repeats in all where the first ones left the verdict open (a\nsplit SLO verdict, overlapping intervals of the two best); at most repeats\nmeans none. From 4 repeats on, one in three may break the SLO.",
+	"confirmation.clean_repeats": "When above 0, a stricter verdict on the SLO: no repeat may break it, and the\nwinner must have met it in this many (the leader is re-measured until it\nhas). For a tight SLO, where a configuration may meet it in some restarts\nand not others. 0 keeps the verdict above.",
+	"confirmation.baseline":      "The batching.config in production today; empty compares with TF Serving's\ndefaults.",
+	"confirmation.confidence":    "Level of the gain's confidence interval.",
 
 	"export":            "Where the recommendation is written (atomically).",
 	"export.path":       "The recommended batching.config; empty means <name>.batching.config next to\nthis file.",

@@ -249,6 +249,12 @@ type Confirmation struct {
 	// verdict open (a split SLO verdict, overlapping intervals of the two
 	// best); at most Repeats means none.
 	MaxRepeats int `yaml:"max_repeats" json:"max_repeats"`
+	// CleanRepeats, when above zero, asks for a stricter verdict on the
+	// SLO: no repeat that breaks it is forgiven, and the winner must have
+	// met it in at least this many repeats (the leader is re-measured
+	// until it has, or breaks it). 0 keeps the default verdict: every one
+	// of up to three repeats, all but one in three beyond.
+	CleanRepeats int `yaml:"clean_repeats" json:"clean_repeats"`
 	// Baseline is the batching.config in production today; "" compares
 	// against TF Serving's defaults.
 	Baseline string `yaml:"baseline" json:"baseline"`

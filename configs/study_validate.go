@@ -273,6 +273,9 @@ func (c Confirmation) Problems() Problems {
 	if m := c.MaxRepeats; m < 0 || m > 20 {
 		chk.ps.Add("confirmation.max_repeats", "must be between 0 and 20 (at most repeats means no extra repeats), got %d", m)
 	}
+	if n := c.CleanRepeats; n < 0 || n > 20 {
+		chk.ps.Add("confirmation.clean_repeats", "must be between 0 and 20 (0 keeps the default verdict on the SLO), got %d", n)
+	}
 	if v := c.Confidence; !(v >= 0.5 && v < 1) {
 		chk.ps.Add("confirmation.confidence", "must be in [0.5, 1), got %v", v)
 	}

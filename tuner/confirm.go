@@ -135,18 +135,20 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 		finished += min(done[key(&all[i])], repeats)
 	}
 	rule := t.rule()
-	maxRepeats := max(rule.MaxRepeats, repeats)
-	t.observe(Event{Time: t.now(), Run: run.ID, Stage: StageConfirm, Total: total,
-		Message: fmt.Sprintf("confirming %d candidate(s) against %s, %d repeats each (up to %d where the verdict is split)", len(cands), base.Label, repeats, maxRepeats)})
+	msg := fmt.Sprintf("confirming %d candidate(s) against %s, %d repeats each (up to %d where the verdict is split)", len(cands), base.Label, repeats, max(rule.MaxRepeats, repeats))
+	if rule.Clean > 0 {
+		msg += fmt.Sprintf("; the winner must meet the SLO in %d repeats, breaking it in none", rule.Clean)
+	}
+	t.observe(Event{Time: t.now(), Run: run.ID, Stage: StageConfirm, Total: total, Message: msg})
 	level := s.Confirmation.Confidence
-	for r := range maxRepeats {
+	for r := range rule.Rounds() {
 		// The first rounds measure everyone; later ones only those whose
 		// verdict more repeats can still change.
 		if r >= repeats {
 			t.tally(all, trials)
 		}
 		want, needs := rule.Next(r, tallies(all), len(all)-1)
-		why := reasons(all, needs)
+		why := reasons(all, needs, rule.Clean)
 		if r >= repeats {
 			if !slices.Contains(want, true) {
 				break
@@ -274,8 +276,7 @@ func (t *Tuner) tally(all []Candidate, trials []store.Trial) {
 
 // rule is the study's confirmation rule (package confirm).
 func (t *Tuner) rule() confirm.Rule {
-	c := t.study.Confirmation
-	return confirm.Rule{Direction: t.objective.Direction(), Level: c.Confidence, Repeats: c.Repeats, MaxRepeats: max(c.MaxRepeats, c.Repeats)}
+	return confirm.RuleOf(t.study.Confirmation, t.objective.Direction())
 }
 
 // tallies points at each candidate's tally, in order.
@@ -288,8 +289,9 @@ func tallies(cs []Candidate) []*confirm.Tally {
 }
 
 // reasons words why each of all is measured again (needs from
-// confirm.Rule.Next; "" for a planned repeat or none).
-func reasons(all []Candidate, needs []confirm.Need) []string {
+// confirm.Rule.Next, under a rule whose Clean is clean; "" for a planned
+// repeat or none).
+func reasons(all []Candidate, needs []confirm.Need, clean int) []string {
 	why := make([]string, len(all))
 	for i, n := range needs {
 		c := &all[i]
@@ -302,6 +304,8 @@ func reasons(all []Candidate, needs []confirm.Need) []string {
 				labels = append(labels, all[j].Label)
 			}
 			why[i] = fmt.Sprintf("its interval overlaps %s's", strings.Join(labels, "'s and "))
+		case n.Short:
+			why[i] = fmt.Sprintf("it leads, and has met the SLO in %d of the %d repeats a winner needs", c.Feasible, clean)
 		}
 	}
 	return why

@@ -223,7 +223,7 @@ func TestUndecidedRemeasuresEveryRival(t *testing.T) {
 		t.Fatalf("fixture: want trial 2 last by lower bound: %+v", all)
 	}
 	want, needs := rule.Next(rule.Repeats, tallies(all), len(all)-1)
-	why := reasons(all, needs)
+	why := reasons(all, needs, rule.Clean)
 	if !slices.Equal(want, []bool{true, true, true, false}) {
 		t.Errorf("re-measured %v, want [true true true false] (trial 3, trial 2, recipe, baseline); why: %q", want, why)
 	}

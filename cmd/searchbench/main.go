@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	batch := fs.Int("batch", 1, "suggestions per call (parallel trials)")
 	targets := fs.String("targets", "0.95,0.99", "fractions of the best feasible objective to report trials-to-reach for")
 	confirmStage := fs.Bool("confirm", false, "also run the tuner's confirmation stage after the budget, with the default study's confirmation settings (or -confirmation's), and report its winner's truth (what a user is handed)")
-	confirmation := fs.String("confirmation", "", "with -confirm, the study's confirmation settings to run it with instead of the default's, e.g. repeats=5,max_repeats=8 (keys top_k, repeats, max_repeats, confidence)")
+	confirmation := fs.String("confirmation", "", "with -confirm, the study's confirmation settings to run it with instead of the default's, e.g. repeats=5,max_repeats=8 (keys top_k, repeats, max_repeats, clean_repeats, confidence)")
 	resolution := fs.Bool("resolution", false, "add a target per surface at 1 - one measurement's coefficient of variation among its best configurations (the finest a single trial resolves)")
 	ci := fs.Bool("ci", false, "write each median with its distribution-free 95% confidence interval over seeds")
 	workers := fs.Int("workers", 0, "runs in parallel (0: GOMAXPROCS)")
@@ -259,10 +259,12 @@ func parseConfirmation(text string) (configs.Confirmation, error) {
 			c.Repeats, err = strconv.Atoi(v)
 		case "max_repeats":
 			c.MaxRepeats, err = strconv.Atoi(v)
+		case "clean_repeats":
+			c.CleanRepeats, err = strconv.Atoi(v)
 		case "confidence":
 			c.Confidence, err = strconv.ParseFloat(v, 64)
 		default:
-			return c, fmt.Errorf("unknown key %q (want top_k, repeats, max_repeats or confidence)", k)
+			return c, fmt.Errorf("unknown key %q (want top_k, repeats, max_repeats, clean_repeats or confidence)", k)
 		}
 		if err != nil {
 			return c, fmt.Errorf("%s: not a number: %q", k, v)

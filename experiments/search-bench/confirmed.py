@@ -67,6 +67,8 @@ def main(paths):
             label = rep["surface"]
             if (c["top_k"], c["repeats"], c["max_repeats"]) != (3, 3, 6):
                 label += f" (top {c['top_k']}, {c['repeats']} repeats, up to {c['max_repeats']})"
+            if c.get("clean_repeats"):
+                label += f" (clean_repeats {c['clean_repeats']})"
             print(f"| {label} | {100 * rep['resolution']:.1f}% | {pick:.3f} → {confirmed('bayes')} | "
                   f"{confirmed('hillclimb')} | {confirmed('random')} | {100 * len(bad) / n:.0f}%{over} | "
                   f"{100 * none / n:.0f}% | {repeats:.1f} |")

@@ -12,12 +12,16 @@
 // estimate's interval (the lower bound of a throughput, the upper of a
 // latency), then by the mean; after the planned repeats, a candidate is
 // re-measured while its SLO verdict is split and more repeats could still
-// settle it, or while its interval overlaps the leader's.
+// settle it, or while its interval overlaps the leader's. A study may ask
+// for a stricter verdict on the SLO (confirmation.clean_repeats, Rule.Clean):
+// no breach forgiven, and the leader re-measured until it has met the SLO
+// that many times.
 package confirm
 
 import (
 	"context"
 
+	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/internal/estimate"
 	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
@@ -36,19 +40,30 @@ type Tally struct {
 	// lower confidence bound of the mean objective (the upper one when
 	// smaller is better).
 	Bound float64 `json:"bound"`
+	// Strict: judged by a rule that forgives no breach of the SLO
+	// (Rule.Clean); set with Estimate and Bound (Rule.Summarise). A
+	// report stored before the field existed reads false, the rule it was
+	// judged by.
+	Strict bool `json:"strict,omitempty"`
 }
 
 // Eligible reports whether the repeats met the SLO: every one of up to
-// three, all but one in three beyond (AllowedBreaches).
+// three, all but one in three beyond (AllowedBreaches); every one when
+// Strict.
 func (t *Tally) Eligible() bool {
-	return t.Repeats > 0 && t.Repeats-t.Feasible <= AllowedBreaches(t.Repeats)
+	allowed := AllowedBreaches(t.Repeats)
+	if t.Strict {
+		allowed = 0
+	}
+	return t.Repeats > 0 && t.Repeats-t.Feasible <= allowed
 }
 
 // AllowedBreaches is how many of n confirmation repeats may break the SLO
 // for a configuration to stay eligible: none of up to three, then one in
 // three. A real server has an unlucky restart now and then (a batching
 // state that settles badly, a neighbour's burst); one such repeat among
-// four or more says less about the configuration than the rest do.
+// four or more says less about the configuration than the rest do. A
+// stricter rule (Rule.Clean) forgives none.
 func AllowedBreaches(n int) int { return max(n-1, 0) / 3 }
 
 // Overlaps reports whether two estimates' intervals overlap, i.e. the
@@ -69,15 +84,34 @@ type Rule struct {
 	// Repeats is how many times every candidate is measured; MaxRepeats
 	// (at least Repeats) bounds the extra repeats of an undecided one.
 	Repeats, MaxRepeats int
+	// Clean, when above zero, is the stricter verdict on the SLO: no
+	// breach is forgiven, and the leader is re-measured until it has met
+	// the SLO in Clean repeats (or broken it, when the next one leads). A
+	// configuration that breaks the SLO in one restart of three passes
+	// three repeats 30% of the time, six 9%: at a tight SLO the
+	// difference is the share of winners that truly break it.
+	Clean int
 }
 
-// Summarise sets t's Estimate and Bound from its Samples.
+// RuleOf is the rule of a study's confirmation settings, for an objective
+// that goes in direction d.
+func RuleOf(c configs.Confirmation, d objective.Direction) Rule {
+	return Rule{Direction: d, Level: c.Confidence, Repeats: c.Repeats,
+		MaxRepeats: max(c.MaxRepeats, c.Repeats), Clean: c.CleanRepeats}
+}
+
+// Rounds is the most repeats any candidate gets: the stage's rounds.
+func (r Rule) Rounds() int { return max(r.Repeats, r.MaxRepeats, r.Clean) }
+
+// Summarise sets t's Estimate and Bound from its Samples, and whether it
+// is judged Strict.
 func (r Rule) Summarise(t *Tally) {
 	t.Estimate = estimate.Of(t.Samples, r.Level)
 	t.Bound = t.Estimate.Low
 	if r.Direction == objective.Minimize {
 		t.Bound = t.Estimate.High
 	}
+	t.Strict = r.Clean > 0
 }
 
 // Before reports whether a ranks before b: a better conservative bound,
@@ -123,10 +157,13 @@ type Need struct {
 	// that it must be told apart from: the leader, for a rival of it;
 	// every rival, for the leader.
 	Overlaps []int
+	// Short: it leads, and has met the SLO in fewer repeats than the
+	// rule's Clean.
+	Short bool
 }
 
 // Wanted reports whether the entry is to be measured again.
-func (n Need) Wanted() bool { return n.Split || len(n.Overlaps) > 0 }
+func (n Need) Wanted() bool { return n.Split || len(n.Overlaps) > 0 || n.Short }
 
 // Next says who is measured in round (0-based), and why: everyone in the
 // first Repeats rounds (with no Need: they are planned); after them each
@@ -156,8 +193,10 @@ func (r Rule) Next(round int, all []*Tally, cands int) ([]bool, []Need) {
 // by conservative bound: a candidate with the best mean and a wide
 // interval from two repeats ranks low on its bound, and left alone there
 // it would lose for want of repeats rather than on its figures. An entry
-// at MaxRepeats is never re-measured. all[:cands] are the candidates; the
-// entries after them only for a split verdict.
+// at MaxRepeats is not re-measured for these. Under a stricter rule
+// (Clean) the leader is also re-measured while it has met the SLO in
+// fewer than Clean repeats. all[:cands] are the candidates; the entries
+// after them only for a split verdict.
 func (r Rule) Undecided(all []*Tally, cands int) []Need {
 	maxRepeats := max(r.MaxRepeats, r.Repeats)
 	needs := make([]Need, len(all))
@@ -166,7 +205,7 @@ func (r Rule) Undecided(all []*Tally, cands int) []Need {
 			continue
 		}
 		breaches := c.Repeats - c.Feasible
-		if breaches > 0 && breaches <= AllowedBreaches(maxRepeats) {
+		if breaches > 0 && r.Clean == 0 && breaches <= AllowedBreaches(maxRepeats) {
 			needs[i].Split = true
 		}
 	}
@@ -175,6 +214,7 @@ func (r Rule) Undecided(all []*Tally, cands int) []Need {
 	if lead < 0 {
 		return needs
 	}
+	needs[lead].Short = cs[lead].Repeats < r.Clean
 	rivals := Rivals(cs, lead)
 	for _, i := range rivals {
 		if cs[i].Repeats < maxRepeats && !needs[i].Split {

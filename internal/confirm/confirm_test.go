@@ -186,3 +186,41 @@ func TestSummarise(t *testing.T) {
 		t.Errorf("bounds %v / %v, want %v / %v", up.Bound, down.Bound, e.Low, e.High)
 	}
 }
+
+// Under the stricter verdict (Clean) no breach is forgiven, a split
+// verdict is not re-measured (nothing can forgive it), and the leader is
+// re-measured until it has met the SLO Clean times; when it breaks the
+// SLO the next one leads and is re-measured in its turn.
+func TestCleanRemeasuresTheLeader(t *testing.T) {
+	r := Rule{Direction: objective.Maximize, Level: 0.95, Repeats: 3, MaxRepeats: 6, Clean: 6}
+	if r.Rounds() != 6 {
+		t.Errorf("Rounds = %d, want 6", r.Rounds())
+	}
+	if (Rule{Repeats: 3, MaxRepeats: 4, Clean: 8}).Rounds() != 8 {
+		t.Errorf("Rounds of clean 8: want 8")
+	}
+	forgiven := tally(Rule{Direction: objective.Maximize, Level: 0.95}, 5, 100, 100, 100, 100, 100, 100)
+	strict := tally(r, 5, 100, 100, 100, 100, 100, 100)
+	if !forgiven.Eligible() || strict.Eligible() || !strict.Strict {
+		t.Errorf("5 of 6 met the SLO: default eligible %v, strict eligible %v (Strict %v); want true, false, true", forgiven.Eligible(), strict.Eligible(), strict.Strict)
+	}
+	lead := tally(r, 3, 1000, 1001, 1002)
+	worse := tally(r, 3, 500, 501, 502)
+	split := tally(r, 2, 2000, 2001, 2002)
+	all := []*Tally{lead, worse, split}
+	want, needs := r.Next(3, all, 3)
+	if !slices.Equal(want, []bool{true, false, false}) || !needs[0].Short || needs[2].Split {
+		t.Fatalf("round 4: measured %v, needs %+v; want the leader only, short of clean repeats, and no split", want, needs)
+	}
+	// The leader breaks the SLO in its fourth repeat: the next one leads.
+	lead.Samples, lead.Repeats = append(lead.Samples, 990), 4
+	r.Summarise(lead)
+	if want, needs := r.Next(4, all, 3); !slices.Equal(want, []bool{false, true, false}) || !needs[1].Short {
+		t.Errorf("after the leader broke the SLO: measured %v, needs %+v; want the next one", want, needs)
+	}
+	// A leader with its clean repeats settles the stage.
+	done := tally(r, 6, 1000, 1001, 1002, 1000, 1001, 1002)
+	if want, _ := r.Next(6, []*Tally{done, worse}, 2); slices.Contains(want, true) {
+		t.Errorf("leader with 6 clean repeats: measured %v, want nobody", want)
+	}
+}

@@ -559,7 +559,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  pick = the strategy's first-ranked measured-feasible configuration (search.Rank) after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
 	if c := r.Confirm; c != nil {
-		fmt.Fprintf(&b, "  confirmed = the confirmation stage's winner after the budget (top %d and the recipe, %d repeats each, up to %d where undecided, %.0f%% intervals; 0 when it recommends nothing); confirmed none = the seeds where it recommends nothing; repeats = its mean repeats\n", c.TopK, c.Repeats, max(c.MaxRepeats, c.Repeats), 100*c.Confidence)
+		fmt.Fprintf(&b, "  confirmed = the confirmation stage's winner after the budget (top %d and the recipe, %d repeats each, up to %d where undecided%s, %.0f%% intervals; 0 when it recommends nothing); confirmed none = the seeds where it recommends nothing; repeats = its mean repeats\n", c.TopK, c.Repeats, max(c.MaxRepeats, c.Repeats), cleanNote(c), 100*c.Confidence)
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"strategy"}
@@ -621,4 +621,12 @@ func MedianWithCI(m float64, ci [2]float64, horizon int) string {
 		return Trials(m, horizon) + " [?]"
 	}
 	return Trials(m, horizon) + " [" + Trials(ci[0], horizon) + "," + Trials(ci[1], horizon) + "]"
+}
+
+// cleanNote words a stricter verdict on the SLO for the table's legend.
+func cleanNote(c *configs.Confirmation) string {
+	if c.CleanRepeats == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; no breach forgiven, the winner met the SLO in %d", c.CleanRepeats)
 }

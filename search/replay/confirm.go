@@ -17,7 +17,8 @@ const confirmStream = 0x636f6e6669726d // "confirm"
 // confirmRun runs the tuner's confirmation stage (package confirm, with
 // the study settings c) on the candidates a search handed over
 // (confirm.Candidates): each is re-measured c.Repeats times, the
-// undecided ones up to c.MaxRepeats, each repeat a fresh draw of the
+// undecided ones up to c.MaxRepeats (the leader up to c.CleanRepeats under
+// that stricter verdict), each repeat a fresh draw of the
 // configuration's recorded runs; the winner is the leader by the
 // conservative bound among those eligible. It returns the winner (nil when
 // none was eligible, or there were no candidates), its truth and how many
@@ -27,15 +28,14 @@ func confirmRun(s *Surface, cands []confirm.Candidate, seed uint64, c configs.Co
 	if len(cands) == 0 {
 		return nil, Truth{}, 0, nil
 	}
-	rule := confirm.Rule{Direction: s.objective().Direction(), Level: c.Confidence,
-		Repeats: c.Repeats, MaxRepeats: max(c.MaxRepeats, c.Repeats)}
+	rule := confirm.RuleOf(c, s.objective().Direction())
 	rp := s.Replay(seed ^ confirmStream)
 	all := make([]*confirm.Tally, len(cands))
 	for i := range all {
 		all[i] = &confirm.Tally{}
 	}
 	n := 0
-	for round := range rule.MaxRepeats {
+	for round := range rule.Rounds() {
 		want, _ := rule.Next(round, all, len(all))
 		if !slices.Contains(want, true) {
 			break
