@@ -137,8 +137,8 @@ func TestParseStudyProblems(t *testing.T) {
 		{"request timeout", minimal + "load: {request_timeout: 50ms}\n",
 			[]string{"8 load.request_timeout: must exceed slo.latency (80ms), got 50ms"}},
 		// Fractions and the reserved parallelism.
-		{"ranges", minimal + "search: {parallelism: 2}\nconfirmation: {repeats: 1, confidence: 1}\n",
-			[]string{"8 search.parallelism: 2 trials at once need target.runtime kubernetes", "9 confirmation.repeats: must be >= 2, got 1", "9 confirmation.confidence: must be in [0.5, 1), got 1"}},
+		{"ranges", minimal + "search: {parallelism: 2}\nconfirmation: {repeats: 1, confidence: 1, clean_repeats: -1}\n",
+			[]string{"8 search.parallelism: 2 trials at once need target.runtime kubernetes", "9 confirmation.repeats: must be >= 2, got 1", "9 confirmation.clean_repeats: must be between 0 and 20", "9 confirmation.confidence: must be in [0.5, 1), got 1"}},
 		// The schedule: a cron expression, a time zone, a rollout command.
 		{"schedule", minimal + "schedule:\n  cron: \"CRON_TZ=UTC 0 3 * * *\"\n  time_zone: Nowhere/City\n  rollout: [\"\"]\n",
 			[]string{"9 schedule.cron: gives its time zone in schedule.time_zone", `10 schedule.time_zone: is not a known time zone: "Nowhere/City"`, "11 schedule.rollout[0]: must name the command to run"}},

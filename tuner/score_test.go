@@ -194,6 +194,59 @@ func TestConfirmationMeasuresMoreWhenTheVerdictIsSplit(t *testing.T) {
 	}
 }
 
+// Under confirmation.clean_repeats the same unlucky repeat is not
+// forgiven: the stage hands over another configuration, and only after it
+// met the SLO in clean_repeats repeats, the extra ones saying why.
+func TestConfirmationCleanRepeatsForgivesNoBreach(t *testing.T) {
+	s := testStudy(t, "")
+	s.Confirmation.Repeats, s.Confirmation.MaxRepeats, s.Confirmation.CleanRepeats = 2, 6, 5
+	db := storetest.Open(t)
+	rt := &fakeRuntime{}
+	var mu sync.Mutex
+	calls := 0
+	surface := func(b configs.Batching) (float64, time.Duration) {
+		qps, p99 := testSurface(b)
+		if b.MaxBatchSize == 32 && b.BatchTimeoutMicros == 9000 {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			if n == 2 { // its first confirmation repeat, as above
+				p99 = 45 * time.Millisecond
+			}
+		}
+		return qps, p99
+	}
+	tu := newTestTuner(t, s, db, rt, &fakeProber{rt: rt, surface: surface}, nil)
+	rep, err := tu.Run(t.Context(), RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := rep.Confirmation.WinnerCandidate()
+	if w == nil {
+		t.Fatalf("no winner: %s", rep.Confirmation.Note)
+	}
+	got := map[string]int64{}
+	for _, p := range w.Config {
+		got[p.Name] = p.Value
+	}
+	if got["max_batch_size"] == 32 && got["batch_timeout_micros"] == 9000 {
+		t.Fatalf("winner %v: the configuration that broke the SLO once, forgiven", w.Config)
+	}
+	if w.Feasible != w.Repeats || w.Repeats < 5 || !w.Strict {
+		t.Errorf("winner %v: %d of %d repeats met the SLO (strict %v), want all of at least 5, judged strictly", w.Config, w.Feasible, w.Repeats, w.Strict)
+	}
+	short := 0
+	for _, tr := range rep.Trials {
+		if strings.Contains(tr.Why, "repeats a winner needs") {
+			short++
+		}
+	}
+	if short < 3 {
+		t.Errorf("%d extra repeats for want of clean ones, want at least 3 (the winner's 5 less its 2 planned)", short)
+	}
+}
+
 // TestUndecidedRemeasuresEveryRival: after two repeats each (the figures
 // of a real run of configs/examples/emulator-mlp.yaml, 2026-12-05), the
 // candidate with the best mean but a wide two-repeat interval ranks last

@@ -129,6 +129,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"bad targets", []string{"-targets", "0.95,1.5", path}, 2, "fractions in (0, 1]"},
 		// Confirmation settings: a bad value names its key; an unknown key; without -confirm.
 		{"bad confirmation value", []string{"-confirm", "-confirmation", "repeats=1", path}, 2, "confirmation.repeats: must be >= 2, got 1"},
+		{"bad clean_repeats", []string{"-confirm", "-confirmation", "clean_repeats=21", path}, 2, "confirmation.clean_repeats: must be between 0 and 20 (0 keeps the default verdict on the SLO), got 21"},
 		{"confirmation value not a number", []string{"-confirm", "-confirmation", "top_k=three", path}, 2, `top_k: not a number: "three"`},
 		{"unknown confirmation key", []string{"-confirm", "-confirmation", "repeat=3", path}, 2, `unknown key "repeat"`},
 		{"confirmation without -confirm", []string{"-confirmation", "repeats=3", path}, 2, "needs -confirm"},
