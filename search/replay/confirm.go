@@ -18,9 +18,9 @@ const confirmStream = 0x636f6e6669726d // "confirm"
 // the study settings c) on the candidates a search handed over
 // (confirm.Candidates): each is re-measured c.Repeats times, the
 // undecided ones up to c.MaxRepeats (the leader up to c.CleanRepeats under
-// that stricter verdict), each repeat a fresh draw of the
-// configuration's recorded runs; the winner is the leader by the
-// conservative bound among those eligible. It returns the winner (nil when
+// that stricter verdict), each repeat a fresh draw of all the
+// configuration's recorded runs, reference runs included (Restarts); the
+// winner is the leader by the conservative bound among those eligible. It returns the winner (nil when
 // none was eligible, or there were no candidates), its truth and how many
 // repeats the stage took. The baseline the tuner states a gain against is
 // not measured: it does not change the winner.
@@ -29,7 +29,7 @@ func confirmRun(s *Surface, cands []confirm.Candidate, seed uint64, c configs.Co
 		return nil, Truth{}, 0, nil
 	}
 	rule := confirm.RuleOf(c, s.objective().Direction())
-	rp := s.Replay(seed ^ confirmStream)
+	rp := s.Restarts(seed ^ confirmStream)
 	all := make([]*confirm.Tally, len(cands))
 	for i := range all {
 		all[i] = &confirm.Tally{}

@@ -214,3 +214,64 @@ func TestConfirmRunCleanRepeats(t *testing.T) {
 		t.Errorf("clean_repeats 6 took %d repeats, the default %d: the leader's extra repeats are missing", cRepeats, dRepeats)
 	}
 }
+
+// A fresh restart can be any recorded run of the configuration: the
+// confirmation's repeats draw the reference runs too (Restarts), the
+// search's never (Replay). A contender whose three sweep runs met the SLO
+// and whose reference runs mostly break it (truly infeasible) is then
+// found out by its repeats, and the configuration that holds up wins.
+func TestConfirmationRepeatsAreFreshRestarts(t *testing.T) {
+	head := `{"format":"batchtune-surface/1","name":"restart-fixture","source":"search/replay/confirm_test.go (unit-test fixture)","objective":"max_throughput","concurrency":32,"slo":"60ms","error_budget":0.01,"cores":2,"gpus":1,"space":[{"name":"max_batch_size","values":[4,8,16,32]},{"name":"batch_timeout_micros","values":[0,10000]}]}`
+	lines := []string{head}
+	add := func(b, tau int, qps float64, p99 int, n int, ref bool) {
+		for range n {
+			lines = append(lines, fmt.Sprintf(`{"config":[%d,%d],"qps":%g,"p99_us":%d,"error_rate":0,"reference":%v}`, b, tau, qps, p99, ref))
+		}
+	}
+	add(32, 0, 3000, 50000, 3, false)
+	add(32, 0, 3000, 90000, 12, true) // 12 of 15 runs break the SLO
+	add(32, 0, 3000, 50000, 3, true)
+	add(16, 10000, 1500, 30000, 3, false)
+	add(16, 10000, 1500, 30000, 16, true)
+	for _, c := range [][2]int{{4, 0}, {4, 10000}, {8, 0}, {8, 10000}, {16, 0}, {32, 10000}} {
+		add(c[0], c[1], 300, 90000, 3, false)
+	}
+	s, err := Decode(strings.NewReader(strings.Join(lines, "\n")+"\n"), "restart-fixture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, _ := s.Truth(cfg2(32, 0)); tr.Feasible {
+		t.Fatalf("fixture: 32/0 truly feasible (%+v)", tr)
+	}
+	sweep, restarts, broke := s.Replay(1), s.Restarts(1), 0
+	for range 60 {
+		if tr, err := sweep.Run(cfg2(32, 0)); err != nil || !tr.Feasible {
+			t.Fatalf("the search's replayer answered a reference run: %+v, %v", tr, err)
+		}
+		if tr, err := restarts.Run(cfg2(32, 0)); err != nil {
+			t.Fatal(err)
+		} else if !tr.Feasible {
+			broke++
+		}
+	}
+	if broke < 30 || broke > 55 {
+		t.Errorf("restarts broke the SLO in %d of 60 draws, want about 40 (12 runs of 18)", broke)
+	}
+	ok := func(c search.Config, qps float64) search.Trial {
+		return search.Trial{Config: c, Outcome: search.Succeeded, Measured: true, Feasible: true, Value: qps, QPS: qps}
+	}
+	hist := []search.Trial{ok(cfg2(32, 0), 3000), ok(cfg2(16, 10000), 1500)}
+	c := configs.DefaultStudy().Confirmation
+	lost := 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		if won, _, _ := stage(t, s, &search.Random{}, hist, seed, c); !won.Equal(cfg2(16, 10000)) {
+			lost++
+		}
+	}
+	// It passes three clean repeats with (1/3)^3, or one breach in three
+	// and none in three more with 6/27 × 1/27: 4.5%. Had the repeats
+	// redrawn the sweep's runs only, it would win every time.
+	if lost > 20 {
+		t.Errorf("the truly infeasible 32/0 won the confirmation on %d of 200 seeds, want at most 20 (about 9)", lost)
+	}
+}

@@ -20,11 +20,29 @@ type Replayer struct {
 	s      *Surface
 	seed   uint64
 	visits map[string]int
+	// restarts: answer from every recorded run, the reference runs too
+	// (Restarts).
+	restarts bool
 }
 
-// Replay returns a replayer for seed.
+// Replay returns a replayer for seed that answers from the sweep's runs:
+// the noise a strategy meets (the reference runs are never replayed to
+// one).
 func (s *Surface) Replay(seed uint64) *Replayer {
 	return &Replayer{s: s, seed: seed, visits: map[string]int{}}
+}
+
+// Restarts returns a replayer for seed that answers from every recorded
+// run of a configuration, its reference runs included: each is a fresh
+// restart of it, as the confirmation stage takes them. A contender's
+// reference runs are most of what is known of it (16 of 19 runs), and
+// they are what its truth is the mean of; a confirmation that redrew only
+// the sweep's three could never see a restart that breaks the SLO when
+// those three happened not to.
+func (s *Surface) Restarts(seed uint64) *Replayer {
+	r := s.Replay(seed)
+	r.restarts = true
+	return r
 }
 
 // Run returns the trial a tuner would record for c: rejected when c breaks
@@ -43,6 +61,9 @@ func (r *Replayer) Run(c search.Config) (search.Trial, error) {
 		return search.Trial{}, fmt.Errorf("%w: %s", ErrNotRecorded, c)
 	}
 	runs := r.s.points[i].swept()
+	if r.restarts {
+		runs = r.s.points[i].Runs
+	}
 	k := c.Key()
 	visit := r.visits[k]
 	r.visits[k]++
