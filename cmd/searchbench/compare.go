@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search/replay"
 )
@@ -122,12 +123,13 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		ps[i] = l.v.P
 	}
 	holm := replay.Holm(ps)
-	picks, err := comparePicks(oldSide, newSide, thePick)
+	var settings []string // the confirmation settings, where the sides differ
+	picks, err := comparePicks(oldSide, newSide, thePick, &settings)
 	if err != nil {
 		fmt.Fprintln(stderr, "searchbench: -compare:", err)
 		return 1
 	}
-	confirmed, err := comparePicks(oldSide, newSide, theConfirmed)
+	confirmed, err := comparePicks(oldSide, newSide, theConfirmed, &settings)
 	if err != nil {
 		fmt.Fprintln(stderr, "searchbench: -compare:", err)
 		return 1
@@ -158,7 +160,11 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		lines []pickLine
 		rec   recommendation
 	}{{picks, thePick}, {confirmed, theConfirmed}} {
-		if err := writePicks(&b, t.lines, t.rec, oldSide.label, newSide.label); err != nil {
+		var notes []string
+		if t.rec.confirmed {
+			notes = settings
+		}
+		if err := writePicks(&b, t.lines, t.rec, oldSide.label, newSide.label, notes); err != nil {
 			fmt.Fprintln(stderr, "searchbench:", err)
 			return 1
 		}
@@ -202,7 +208,7 @@ var (
 // comparePicks compares, per surface on both sides, what each seed's
 // recommendation rec is worth. With confirmed, only surfaces whose reports
 // on both sides ran the confirmation stage count; none is no error.
-func comparePicks(oldSide, newSide *compareSide, rec recommendation) ([]pickLine, error) {
+func comparePicks(oldSide, newSide *compareSide, rec recommendation, notes *[]string) ([]pickLine, error) {
 	var out []pickLine
 	for _, name := range oldSide.order {
 		nr, ok := newSide.rows[name]
@@ -217,7 +223,12 @@ func comparePicks(oldSide, newSide *compareSide, rec recommendation) ([]pickLine
 			continue
 		}
 		if rec.confirmed && *orep.Confirm != *nrep.Confirm {
-			return nil, fmt.Errorf("surface %s: the sides confirmed with different settings (%+v, %+v)", name, *orep.Confirm, *nrep.Confirm)
+			// Comparing two confirmation settings is what the table is
+			// for then; it says which ran on which side.
+			n := fmt.Sprintf("old confirmed with %s, new with %s", confirmLabel(*orep.Confirm), confirmLabel(*nrep.Confirm))
+			if !slices.Contains(*notes, n) {
+				*notes = append(*notes, n)
+			}
 		}
 		kind, err := objective.Parse(orep.Objective)
 		if err != nil {
@@ -241,10 +252,15 @@ func comparePicks(oldSide, newSide *compareSide, rec recommendation) ([]pickLine
 	return out, nil
 }
 
+// confirmLabel names a confirmation's settings by their study keys.
+func confirmLabel(c configs.Confirmation) string {
+	return fmt.Sprintf("top_k %d, repeats %d, max_repeats %d, clean_repeats %d, confidence %g", c.TopK, c.Repeats, c.MaxRepeats, c.CleanRepeats, c.Confidence)
+}
+
 // writePicks writes a recommendation's table, with Holm's correction over
 // its own family (what runs recommend is not trials-to-target, and is
-// counted apart).
-func writePicks(w io.Writer, picks []pickLine, rec recommendation, oldLabel, newLabel string) error {
+// counted apart), after notes (the sides' differing settings).
+func writePicks(w io.Writer, picks []pickLine, rec recommendation, oldLabel, newLabel string, notes []string) error {
 	if len(picks) == 0 {
 		return nil
 	}
@@ -254,6 +270,9 @@ func writePicks(w io.Writer, picks []pickLine, rec recommendation, oldLabel, new
 	}
 	holm := replay.Holm(ps)
 	fmt.Fprintf(w, "\n%s, new (%s) against old (%s): its truth's median share of the best over seeds (0 for a truly infeasible %s, or none), the share of seeds whose %s is truly feasible, Mann-Whitney p and its Holm adjustment over the %d surfaces\n", rec.title, newLabel, oldLabel, rec.noun, rec.noun, len(picks))
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "surface\tseeds\told\tnew\told feasible\tnew feasible\tp\tholm p\tverdict")
 	var t tally

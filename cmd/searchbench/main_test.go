@@ -221,6 +221,18 @@ func TestRunCompare(t *testing.T) {
 			t.Errorf("-compare %v: confirmed table %v, want %v:\n%s", tc.args, got, tc.want, out.String())
 		}
 	}
+	// Two confirmation settings compared: the table says which ran where.
+	fjs := filepath.Join(t.TempDir(), "five.json")
+	if err := os.WriteFile(fjs, five.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"-compare", cjs + ":grid", fjs + ":grid"}, &out, &errb); code != 0 {
+		t.Fatalf("-compare of two confirmation settings: exit %d, stderr:\n%s", code, errb.String())
+	}
+	if want := "old confirmed with top_k 3, repeats 3, max_repeats 6, clean_repeats 0, confidence 0.95, new with top_k 2, repeats 5, max_repeats 5, clean_repeats 0"; !strings.Contains(out.String(), want) {
+		t.Errorf("-compare of two confirmation settings lacks %q:\n%s", want, out.String())
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
