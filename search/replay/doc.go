@@ -12,7 +12,8 @@
 // mean over a configuration's repeats) and how often its final pick was
 // truly feasible, and, when asked, runs the tuner's confirmation stage
 // (package internal/confirm) on each run's history, each repeat a fresh
-// draw of the candidate's recorded runs, to report what a user is handed;
+// restart: a draw of any of the candidate's recorded runs, its reference
+// runs included (Surface.Restarts), to report what a user is handed;
 // Report.WriteTable formats that summary.
 //
 // # Surface file format (batchtune-surface/2, reading batchtune-surface/1)
@@ -49,8 +50,9 @@
 // come up (qps, p99_us, error_rate then ignored) and oom one that failed
 // because max_batch_size did not fit device memory; "reference":true marks
 // an extra run taken only to pin down a contender's truth (it counts in the
-// truth, the mean over every run, and is never replayed to a strategy). Repeats of a
-// configuration are separate lines. Every configuration of the space that
+// truth, the mean over every run, and is never replayed to a strategy; the
+// confirmation stage's repeats draw it). Repeats of a configuration are
+// separate lines. Every configuration of the space that
 // passes the hard rules must be recorded at least once; lines in any order.
 //
 // A max_capacity surface (version 2 only) records per run the capacity:
