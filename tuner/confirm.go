@@ -141,7 +141,7 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 	}
 	t.observe(Event{Time: t.now(), Run: run.ID, Stage: StageConfirm, Total: total, Message: msg})
 	level := s.Confirmation.Confidence
-	for r := range rule.Rounds() {
+	for r := range rule.Rounds(len(all)) {
 		// The first rounds measure everyone; later ones only those whose
 		// verdict more repeats can still change.
 		if r >= repeats {

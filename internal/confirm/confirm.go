@@ -100,8 +100,19 @@ func RuleOf(c configs.Confirmation, d objective.Direction) Rule {
 		MaxRepeats: max(c.MaxRepeats, c.Repeats), Clean: c.CleanRepeats}
 }
 
-// Rounds is the most repeats any candidate gets: the stage's rounds.
-func (r Rule) Rounds() int { return max(r.Repeats, r.MaxRepeats, r.Clean) }
+// Rounds is the most rounds the stage takes with n entries: MaxRepeats
+// (at least Repeats) under the default verdict, which ends there. Under
+// Clean, enough for each leader in turn to reach its clean repeats when
+// the one before broke the SLO late: no entry is measured beyond the
+// larger of MaxRepeats and Clean, and a round that measures nobody ends
+// the stage, so n times that bounds it.
+func (r Rule) Rounds(n int) int {
+	most := max(r.Repeats, r.MaxRepeats)
+	if r.Clean == 0 {
+		return most
+	}
+	return max(n, 1) * max(most, r.Clean)
+}
 
 // Summarise sets t's Estimate and Bound from its Samples, and whether it
 // is judged Strict.

@@ -35,7 +35,7 @@ func confirmRun(s *Surface, cands []confirm.Candidate, seed uint64, c configs.Co
 		all[i] = &confirm.Tally{}
 	}
 	n := 0
-	for round := range rule.Rounds() {
+	for round := range rule.Rounds(len(all)) {
 		want, _ := rule.Next(round, all, len(all))
 		if !slices.Contains(want, true) {
 			break
