@@ -93,7 +93,24 @@ func noRecommendationAdvice(s *configs.Study, rep *tuner.Report) string {
 	next := rep.Run.Budget * 2
 	next = min(max(next, 2), configs.MaxTrials)
 	fmt.Fprintf(&b, ". Try a looser slo.latency, more trials (--trials %d), or a quieter machine (other jobs on it widen latency)", next)
-	return b.String()
+	return b.String() + strictAdvice(s, rep)
+}
+
+// strictAdvice names the stricter verdict when it is what turned a
+// candidate down: under confirmation.clean_repeats a candidate that met
+// the SLO in most of its repeats is rejected for one breach.
+func strictAdvice(s *configs.Study, rep *tuner.Report) string {
+	conf := rep.Confirmation
+	if s.Confirmation.CleanRepeats == 0 || conf == nil {
+		return ""
+	}
+	for _, c := range conf.Candidates {
+		if c.Feasible > 0 && c.Feasible < c.Repeats {
+			return fmt.Sprintf(". %s met the SLO in %d of %d repeats: confirmation.clean_repeats (%d) forgives no breach (at 0, one breach in three is forgiven from the fourth repeat on)",
+				c.Label, c.Feasible, c.Repeats, s.Confirmation.CleanRepeats)
+		}
+	}
+	return ""
 }
 
 // unstableAdvice is the machine's note, for a run that saw it unstable.

@@ -68,6 +68,15 @@ func TestNoRecommendationAdvice(t *testing.T) {
 			t.Errorf("advice %q lacks %q", got, want)
 		}
 	}
+	if strings.Contains(got, "clean_repeats") {
+		t.Errorf("advice %q names clean_repeats, which the study does not set", got)
+	}
+	// Under the stricter verdict the advice names it, and the candidate
+	// it turned down for one breach.
+	s.Confirmation.CleanRepeats = 6
+	if got := noRecommendationAdvice(s, missed); !strings.Contains(got, "trial 3 met the SLO in 1 of 3 repeats: confirmation.clean_repeats (6) forgives no breach") {
+		t.Errorf("advice under clean_repeats: %q", got)
+	}
 }
 
 // TestNoRecommendationOnAnUnstableMachine: the advice names the machine's
