@@ -77,7 +77,7 @@ func DefaultStudy() *Study {
 			MaxFailures: 5,
 			Settings:    map[string]any{},
 		},
-		Confirmation: Confirmation{TopK: 3, Repeats: 3, MaxRepeats: 6, Confidence: 0.95},
+		Confirmation: Confirmation{TopK: 5, Repeats: 3, MaxRepeats: 6, Confidence: 0.95},
 		Schedule: Schedule{
 			TimeZone:             "UTC",
 			Trials:               10,

@@ -204,7 +204,7 @@ func TestRunCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reps []jsonReport
-	if err := json.Unmarshal(out.Bytes(), &reps); err != nil || reps[0].Confirm == nil || reps[0].Confirm.TopK != 3 || reps[0].Rows[0].Confirmed == nil || reps[0].Rows[0].Confirmed.Repeats < 6 {
+	if err := json.Unmarshal(out.Bytes(), &reps); err != nil || reps[0].Confirm == nil || reps[0].Confirm.TopK != configs.DefaultStudy().Confirmation.TopK || reps[0].Rows[0].Confirmed == nil || reps[0].Rows[0].Confirmed.Repeats < 6 {
 		t.Fatalf("-confirm -json: %v; want the settings and the repeats recorded:\n%.600s", err, out.String())
 	}
 	for _, tc := range []struct {
@@ -230,7 +230,7 @@ func TestRunCompare(t *testing.T) {
 	if code := run(t.Context(), []string{"-compare", cjs + ":grid", fjs + ":grid"}, &out, &errb); code != 0 {
 		t.Fatalf("-compare of two confirmation settings: exit %d, stderr:\n%s", code, errb.String())
 	}
-	if want := "old confirmed with top_k 3, repeats 3, max_repeats 6, clean_repeats 0, confidence 0.95, new with top_k 2, repeats 5, max_repeats 5, clean_repeats 0"; !strings.Contains(out.String(), want) {
+	if want := fmt.Sprintf("old confirmed with top_k %d, repeats 3, max_repeats 6, clean_repeats 0, confidence 0.95, new with top_k 2, repeats 5, max_repeats 5, clean_repeats 0", configs.DefaultStudy().Confirmation.TopK); !strings.Contains(out.String(), want) {
 		t.Errorf("-compare of two confirmation settings lacks %q:\n%s", want, out.String())
 	}
 	for _, tc := range []struct {

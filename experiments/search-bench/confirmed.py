@@ -6,7 +6,7 @@ and random):
     python3 experiments/search-bench/confirmed.py C/vision.json C/ranker-tight.json ...
 
 prints a Markdown table (a strategy a file lacks shows as –; settings
-other than the default study's top 3, 3 repeats, up to 6 are named): the surface's resolution; the default's pick after
+other than the default study's top 5, 3 repeats, up to 6 are named; before 2026-12-06 the default was top 3): the surface's resolution; the default's pick after
 the budget and its confirmed winner (the median over seeds of the truth's
 share of the best, 0 for a truly infeasible one or none); the other
 strategies' confirmed winners; how often the default's winner is truly
@@ -65,7 +65,7 @@ def main(paths):
             n = len(runs)
             c = rep["confirm"]
             label = rep["surface"]
-            if (c["top_k"], c["repeats"], c["max_repeats"]) != (3, 3, 6):
+            if (c["top_k"], c["repeats"], c["max_repeats"]) != (5, 3, 6):
                 label += f" (top {c['top_k']}, {c['repeats']} repeats, up to {c['max_repeats']})"
             if c.get("clean_repeats"):
                 label += f" (clean_repeats {c['clean_repeats']})"

@@ -80,10 +80,11 @@ func TestConfirmRunHandsOverWhatHoldsUp(t *testing.T) {
 		if !won.Equal(cfg2(16, 10000)) || !truth.Feasible {
 			t.Errorf("seed %d: confirmed %v (truth %+v), want 16/10000", seed, won, truth)
 		}
-		// Four candidates (the top 3 and the recipe), c.Repeats each at
-		// least, c.MaxRepeats each at most.
-		if n < 4*c.Repeats || n > 4*c.MaxRepeats {
-			t.Errorf("seed %d: %d repeats, want between %d and %d", seed, n, 4*c.Repeats, 4*c.MaxRepeats)
+		// The top k of the four measured feasible and the recipe,
+		// c.Repeats each at least, c.MaxRepeats each at most.
+		k := min(c.TopK, len(hist)) + 1
+		if n < k*c.Repeats || n > k*c.MaxRepeats {
+			t.Errorf("seed %d: %d repeats, want between %d and %d", seed, n, k*c.Repeats, k*c.MaxRepeats)
 		}
 	}
 	for seed := uint64(1); seed <= 10; seed++ {
@@ -131,7 +132,7 @@ func TestBenchConfirm(t *testing.T) {
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "confirmed none") || !strings.Contains(b.String(), "confirmed/best") || !strings.Contains(b.String(), "top 3 and the recipe, 3 repeats each, up to 6") {
+	if !strings.Contains(b.String(), "confirmed none") || !strings.Contains(b.String(), "confirmed/best") || !strings.Contains(b.String(), fmt.Sprintf("top %d and the recipe, 3 repeats each, up to 6", c.TopK)) {
 		t.Errorf("table lacks the confirmation's columns or settings:\n%s", b.String())
 	}
 	rep, err = Bench(t.Context(), s, BenchOptions{Strategies: []search.Strategy{&search.Grid{}}, Seeds: 2, Budget: 8, Horizon: 8})
