@@ -138,9 +138,12 @@ func TestEstimateIsNeverNegative(t *testing.T) {
 // breaks the SLO in its first confirmation repeat only, so the stage
 // measures it again (and only it, with what competes with it) until the
 // verdict is settled, and recommends it with one breach in four or more.
-func TestConfirmationMeasuresMoreWhenTheVerdictIsSplit(t *testing.T) {
-	s := testStudy(t, "")
-	s.Confirmation.Repeats, s.Confirmation.MaxRepeats = 2, 6
+// runUnluckyRepeat runs s on the test surface where the best
+// configuration (32/9000) breaks the SLO in its first confirmation repeat
+// only (the search ran it once), and returns the report, its winner and
+// the winner's parameters by name.
+func runUnluckyRepeat(t *testing.T, s *configs.Study) (*Report, *Candidate, map[string]int64) {
+	t.Helper()
 	db := storetest.Open(t)
 	rt := &fakeRuntime{}
 	var mu sync.Mutex
@@ -152,7 +155,7 @@ func TestConfirmationMeasuresMoreWhenTheVerdictIsSplit(t *testing.T) {
 			calls++
 			n := calls
 			mu.Unlock()
-			if n == 2 { // its first confirmation repeat (the search ran it once)
+			if n == 2 {
 				p99 = 45 * time.Millisecond
 			}
 		}
@@ -171,6 +174,13 @@ func TestConfirmationMeasuresMoreWhenTheVerdictIsSplit(t *testing.T) {
 	for _, p := range w.Config {
 		got[p.Name] = p.Value
 	}
+	return rep, w, got
+}
+
+func TestConfirmationMeasuresMoreWhenTheVerdictIsSplit(t *testing.T) {
+	s := testStudy(t, "")
+	s.Confirmation.Repeats, s.Confirmation.MaxRepeats = 2, 6
+	rep, w, got := runUnluckyRepeat(t, s)
 	if got["max_batch_size"] != 32 || got["batch_timeout_micros"] != 9000 {
 		t.Fatalf("winner %v, want max_batch_size 32, batch_timeout_micros 9000", w.Config)
 	}
@@ -200,36 +210,7 @@ func TestConfirmationMeasuresMoreWhenTheVerdictIsSplit(t *testing.T) {
 func TestConfirmationCleanRepeatsForgivesNoBreach(t *testing.T) {
 	s := testStudy(t, "")
 	s.Confirmation.Repeats, s.Confirmation.MaxRepeats, s.Confirmation.CleanRepeats = 2, 6, 5
-	db := storetest.Open(t)
-	rt := &fakeRuntime{}
-	var mu sync.Mutex
-	calls := 0
-	surface := func(b configs.Batching) (float64, time.Duration) {
-		qps, p99 := testSurface(b)
-		if b.MaxBatchSize == 32 && b.BatchTimeoutMicros == 9000 {
-			mu.Lock()
-			calls++
-			n := calls
-			mu.Unlock()
-			if n == 2 { // its first confirmation repeat, as above
-				p99 = 45 * time.Millisecond
-			}
-		}
-		return qps, p99
-	}
-	tu := newTestTuner(t, s, db, rt, &fakeProber{rt: rt, surface: surface}, nil)
-	rep, err := tu.Run(t.Context(), RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := rep.Confirmation.WinnerCandidate()
-	if w == nil {
-		t.Fatalf("no winner: %s", rep.Confirmation.Note)
-	}
-	got := map[string]int64{}
-	for _, p := range w.Config {
-		got[p.Name] = p.Value
-	}
+	rep, w, got := runUnluckyRepeat(t, s)
 	if got["max_batch_size"] == 32 && got["batch_timeout_micros"] == 9000 {
 		t.Fatalf("winner %v: the configuration that broke the SLO once, forgiven", w.Config)
 	}
