@@ -17,7 +17,8 @@ const (
 	// concurrency, subject to P99 ≤ SLO and error rate ≤ budget.
 	MaxThroughput Kind = iota + 1
 	// MinLatency minimises P99 at a fixed open-loop rate, subject to
-	// achieving the rate (and error rate ≤ budget).
+	// achieving the rate, P99 ≤ SLO and error rate ≤ budget (Constraints:
+	// the SLO binds every objective).
 	MinLatency
 	// MaxCapacity maximises the highest open-loop rate at which the
 	// server meets the SLO (package capacity's search), the figure fleets
@@ -75,7 +76,7 @@ var kinds = []kind{
 		doc:       "max_throughput (at load.mode closed, subject to the SLO)"},
 	MinLatency: {name: "min_latency", direction: Minimize, openLoop: true,
 		wrongLoad: "an open-loop load (load.mode: open with load.rate): in a closed loop a slower server is sent fewer requests",
-		doc:       "min_latency\n(at load.mode open, subject to achieving load.rate)"},
+		doc:       "min_latency\n(at load.mode open, subject to achieving load.rate within the SLO)"},
 	MaxCapacity: {name: "max_capacity", direction: Maximize,
 		wrongLoad: "a closed-loop load (load.mode: closed): its concurrency sizes the short burst that starts the search for the highest rate",
 		doc:       "max_capacity\n(the highest open-loop rate within the SLO, searched from a burst at load.concurrency)"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batchtune/batchtune/capacity"
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner/runtime"
@@ -203,30 +204,27 @@ func stepOf(r *probe.Result, slo configs.SLO) (capacity.Step, error) {
 		return st, err
 	}
 	st.Quantile = lat
-	var problems []string
-	if lat > slo.Latency.D() {
-		problems = append(problems, fmt.Sprintf("%s %s > SLO %s", qname(slo.Quantile), lat.Round(time.Microsecond), slo.Latency.D()))
-	}
-	if r.ErrorRate > slo.ErrorRate {
-		problems = append(problems, fmt.Sprintf("error rate %.4f > budget %.4f (%s)", r.ErrorRate, slo.ErrorRate, topErrors(r.Errors)))
-	}
 	sent := r.SentRate
 	if sent == 0 {
 		sent = r.OfferedRate
 	}
-	tolerance := rateShortfall
+	tolerance := objective.RateShortfall
 	if secs := r.Duration.Seconds(); secs > 0 {
 		tolerance += slo.Latency.D().Seconds() / secs
 	}
+	var rate *objective.Rate
+	var notKept []string
 	switch {
 	case st.EarlyStop:
 		// Stopped within its first moments: its achieved rate counts the
 		// requests still in flight as missing; the breach decides.
 	case !r.RateKept:
-		problems = append(problems, "offered rate not kept: "+r.RateNote)
-	case r.QPS < sent*(1-tolerance):
-		problems = append(problems, fmt.Sprintf("achieved %.1f req/s of %.1f sent", r.QPS, sent))
+		notKept = append(notKept, "offered rate not kept: "+r.RateNote)
+	default:
+		rate = &objective.Rate{Sent: sent, Achieved: r.QPS, Shortfall: tolerance}
 	}
+	c := objective.Constraints{SLO: slo.Latency.D(), ErrorBudget: slo.ErrorRate}
+	problems := append(breachReasons(c, qname(slo.Quantile), lat, r, rate), notKept...)
 	if st.EarlyStop && len(problems) == 0 {
 		problems = append(problems, r.StopDetail)
 	}

@@ -5,14 +5,10 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
 )
-
-// rateShortfall is how far below the offered rate a min_latency trial may
-// fall and still count as achieving it: the generator's own pacing has
-// sub-percent error, anything more is the server.
-const rateShortfall = 0.02
 
 // verdict is what a measurement means for a study.
 type verdict struct {
@@ -67,23 +63,22 @@ func score(s *configs.Study, r *probe.Result) verdict {
 		v.Reason = err.Error()
 		return v
 	}
-	slo := s.SLO.Latency.D()
-	var problems []string
-	if lat > slo {
-		problems = append(problems, fmt.Sprintf("%s %s > SLO %s", qname(s.SLO.Quantile), lat.Round(time.Microsecond), slo))
-	}
-	if r.ErrorRate > s.SLO.ErrorRate {
-		problems = append(problems, fmt.Sprintf("error rate %.4f > budget %.4f (%s)", r.ErrorRate, s.SLO.ErrorRate, topErrors(r.Errors)))
-	}
 	kind := Objective(s).Kind
 	obj := kind.Value(r.QPS, lat)
+	// The constraints are objective.Constraints', one rule with the
+	// benchmark's and the capacity steps'; the reasons add what only a
+	// real run knows (which errors, why the generator fell behind).
+	c := objective.Constraints{SLO: s.SLO.Latency.D(), ErrorBudget: s.SLO.ErrorRate}
+	var rate *objective.Rate
+	var problems []string
 	if kind.OpenLoop() { // feasible only at the offered rate
 		if !r.RateKept {
 			problems = append(problems, "offered rate not kept: "+r.RateNote)
-		} else if r.QPS < r.OfferedRate*(1-rateShortfall) {
-			problems = append(problems, fmt.Sprintf("achieved %.1f req/s of %.1f offered", r.QPS, r.OfferedRate))
+		} else {
+			rate = &objective.Rate{Sent: r.OfferedRate, Achieved: r.QPS, Shortfall: objective.RateShortfall}
 		}
 	}
+	problems = append(breachReasons(c, qname(s.SLO.Quantile), lat, r, rate), problems...)
 	v.Objective = &obj
 	v.Feasible = len(problems) == 0
 	v.State = store.TrialSucceeded
@@ -151,4 +146,18 @@ func topErrors(m map[string]int64) string {
 		return fmt.Sprintf("%d %s", n, best)
 	}
 	return fmt.Sprintf("mostly %d %s", n, best)
+}
+
+// breachReasons states each breach of c by probe result r: the latency
+// with its quantile's name, the error rate with the errors seen most.
+func breachReasons(c objective.Constraints, quantile string, lat time.Duration, r *probe.Result, rate *objective.Rate) []string {
+	var out []string
+	for _, b := range c.Breaches(lat, r.ErrorRate, rate) {
+		why := c.Describe(b, quantile, lat, r.ErrorRate, rate)
+		if b == objective.ErrorsOver {
+			why += " (" + topErrors(r.Errors) + ")"
+		}
+		out = append(out, why)
+	}
+	return out
 }

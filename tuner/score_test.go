@@ -53,6 +53,13 @@ func TestScore(t *testing.T) {
 			r.OfferedRate, r.RateKept = 500, true
 			return r
 		}(), store.TrialSucceeded, 0.012, true},
+		// min_latency that kept the rate over the SLO: the SLO binds it
+		// too (objective.Constraints), as it binds the benchmark's runs.
+		{"latency_slow", configs.ObjectiveMinLatency, func() *probe.Result {
+			r := ok(500, 31*ms)
+			r.OfferedRate, r.RateKept = 500, true
+			return r
+		}(), store.TrialSucceeded, 0.031, false},
 		// min_latency that fell 10% short of the rate.
 		{"latency_short", configs.ObjectiveMinLatency, func() *probe.Result {
 			r := ok(450, 12*ms)

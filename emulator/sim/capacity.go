@@ -9,12 +9,8 @@ import (
 	"time"
 
 	"github.com/batchtune/batchtune/capacity"
+	"github.com/batchtune/batchtune/objective"
 )
-
-// DefaultRateShortfall is how far below the offered rate a step's
-// successful answers may fall and the rate still count as kept: the same
-// 2% the tuner allows a min_latency trial (tuner/score.go).
-const DefaultRateShortfall = 0.02
 
 // CapacityTrial is one configuration's capacity measurement in virtual
 // time: a short closed-loop burst suggests the first rate (as the tuner's
@@ -40,7 +36,7 @@ type CapacityTrial struct {
 	ErrorBudget float64
 	// RateShortfall: a step keeps its rate when its successful answers
 	// reach (1 - RateShortfall) of the offered rate, less two requests
-	// over the step (DefaultRateShortfall when 0).
+	// over the step (objective.RateShortfall when 0).
 	RateShortfall float64
 	// Search bounds the step search; Start is set from the burst when 0,
 	// SLO from the field above when 0.
@@ -190,19 +186,19 @@ func (c CapacityTrial) Step(ctx context.Context, rate float64) (capacity.Step, *
 	s.Duration = r.Duration
 	short := c.RateShortfall
 	if short == 0 {
-		short = DefaultRateShortfall
-	}
-	var why []string
-	if q > c.SLO {
-		why = append(why, fmt.Sprintf("p%s %s > SLO %s", quantileName(c.Quantile), q.Round(time.Microsecond), c.SLO))
-	}
-	if r.ErrorRate > c.ErrorBudget {
-		why = append(why, fmt.Sprintf("error rate %.4f > budget %.4f", r.ErrorRate, c.ErrorBudget))
+		short = objective.RateShortfall
 	}
 	// Two requests of slack: at a low rate, whether the window's edges
 	// cut one request in or out is more than the shortfall allows.
-	if r.QPS < rate*(1-short)-2/r.Duration.Seconds() {
-		why = append(why, fmt.Sprintf("achieved %.1f req/s of %.1f offered", r.QPS, rate))
+	if secs := r.Duration.Seconds(); secs > 0 && rate > 0 {
+		short += 2 / (secs * rate)
+	}
+	// The tuner's rule (objective.Constraints), as the tuner judges a step.
+	con := objective.Constraints{SLO: c.SLO, ErrorBudget: c.ErrorBudget}
+	kept := &objective.Rate{Sent: rate, Achieved: r.QPS, Shortfall: short}
+	var why []string
+	for _, b := range con.Breaches(q, r.ErrorRate, kept) {
+		why = append(why, con.Describe(b, "p"+quantileName(c.Quantile), q, r.ErrorRate, kept))
 	}
 	s.Meets = len(why) == 0 && r.OK > 0
 	if !s.Meets {

@@ -114,3 +114,39 @@ func TestCommonRandomNumbers(t *testing.T) {
 		t.Errorf("same seed, same configuration: %v vs %v", x.QPS, y.QPS)
 	}
 }
+
+// A min_latency run is judged as the tuner judges a min_latency trial
+// (objective.Constraints): it must achieve the rate and keep P99 within the
+// SLO. A run that keeps the rate at a P99 over the SLO is infeasible, both
+// as a replayed trial and in the truth; before the rule had one home the
+// benchmark took it as feasible, and graded searches on open-loop surfaces
+// against configurations the tuner would never recommend.
+func TestMinLatencyRunsMeetTheSLO(t *testing.T) {
+	header := strings.Replace(tinyHeader, `"objective":"max_throughput","concurrency":8`, `"objective":"min_latency","rate":100`, 1)
+	s, err := Decode(strings.NewReader(header+"\n"+strings.Join([]string{
+		`{"config":[8,0],"qps":100,"p99_us":20000,"error_rate":0}`,  // rate kept, P99 within 60 ms
+		`{"config":[16,0],"qps":100,"p99_us":70000,"error_rate":0}`, // rate kept, P99 over it
+	}, "\n")+"\n"), "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		mbs      int64
+		feasible bool
+	}{{8, true}, {16, false}} {
+		c := search.Config{{Name: search.MaxBatchSize, Value: tt.mbs}, {Name: search.BatchTimeoutMicros, Value: 0}}
+		tr, err := s.Replay(1).Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Feasible != tt.feasible {
+			t.Errorf("max_batch_size %d replayed feasible %v (P99 %s, QPS %v), want %v", tt.mbs, tr.Feasible, tr.P99, tr.QPS, tt.feasible)
+		}
+		if truth, ok := s.Truth(c); !ok || truth.Feasible != tt.feasible {
+			t.Errorf("max_batch_size %d: truth %+v, want feasible %v", tt.mbs, truth, tt.feasible)
+		}
+	}
+	if best, _, ok := s.Best(); !ok || best[0].Value != 8 {
+		t.Errorf("best %v, want max_batch_size 8, the one within the SLO", best)
+	}
+}

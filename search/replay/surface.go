@@ -31,8 +31,9 @@ const (
 )
 
 // DefaultRateTolerance is the share of a min_latency surface's rate a
-// measurement may fall short by and still count as achieving it.
-const DefaultRateTolerance = 0.02
+// measurement may fall short by and still count as achieving it: the
+// tuner's (objective.RateShortfall).
+const DefaultRateTolerance = objective.RateShortfall
 
 // maxProblems bounds how many problems Decode collects before giving up.
 const maxProblems = 20
@@ -501,18 +502,19 @@ func (s *Surface) truth(p Point) Truth {
 	return t
 }
 
+// feasible is the tuner's verdict on a measurement (objective.Constraints):
+// P99 within the SLO and errors within the budget, whatever the objective,
+// and for min_latency the surface's rate achieved as well.
 func (s *Surface) feasible(qps float64, p99 time.Duration, errRate float64) bool {
-	if errRate > s.ErrorBudget {
-		return false
-	}
-	if s.Header.Objective.OpenLoop() { // feasible only at the offered rate
+	var rate *objective.Rate
+	if s.Header.Objective.OpenLoop() {
 		tol := s.RateTolerance
 		if tol == 0 {
 			tol = DefaultRateTolerance
 		}
-		return qps >= s.Rate*(1-tol)
+		rate = &objective.Rate{Sent: s.Rate, Achieved: qps, Shortfall: tol}
 	}
-	return p99 <= time.Duration(s.SLO)
+	return objective.Constraints{SLO: time.Duration(s.SLO), ErrorBudget: s.ErrorBudget}.Meets(p99, errRate, rate)
 }
 
 func (s *Surface) value(qps float64, p99 time.Duration) float64 {
