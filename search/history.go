@@ -114,8 +114,8 @@ const failedMargin = 1.0
 
 // margin is a trial's constraint margin on a log scale: negative when the
 // trial met every constraint, positive when it broke one, its size saying
-// by how much (log(P99/SLO), log(rate/QPS), the error rate against the
-// budget). It agrees in sign with the tuner's Feasible verdict and is
+// by how much (log(P99/SLO); for min_latency the larger of that and
+// log(rate/QPS); the error rate against the budget). It agrees in sign with the tuner's Feasible verdict and is
 // clipped to [-2, 2]. ok is false when the trial tells nothing about
 // feasibility (rejected, invalid, interrupted).
 func margin(o Objective, slo time.Duration, t Trial) (m float64, ok bool) {
@@ -133,7 +133,12 @@ func margin(o Objective, slo time.Duration, t Trial) (m float64, ok bool) {
 	}
 	switch {
 	case o.Kind == MinLatency && t.QPS > 0:
+		// Both bind: the rate and, as for every objective, the SLO
+		// (objective.Constraints).
 		m = math.Log(o.Rate / t.QPS)
+		if t.P99 > 0 && slo > 0 {
+			m = math.Max(m, math.Log(float64(t.P99)/float64(slo)))
+		}
 	case (o.Kind == MaxThroughput || o.Kind == MaxCapacity) && t.P99 > 0 && slo > 0:
 		// For a capacity trial, P99 is the knee's (the highest rate that
 		// met the SLO), or the lowest rate's when none met.

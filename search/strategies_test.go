@@ -333,9 +333,11 @@ func TestMargin(t *testing.T) {
 		{"early stopped", thr, Trial{Outcome: EarlyStopped, P99: 75 * time.Millisecond}, math.Log(1.5), true},
 		// Failure: clearly infeasible.
 		{"failed", thr, Trial{Outcome: Failed}, failedMargin, true},
-		// min_latency: the rate binds.
-		{"rate missed", lat, Trial{Outcome: Succeeded, QPS: 800, P99: time.Second}, math.Log(1000.0 / 800), true},
-		{"rate met", lat, Trial{Outcome: Succeeded, Feasible: true, QPS: 1000, P99: time.Second}, -0.05, true},
+		// min_latency: the rate binds, and the SLO as for every objective.
+		{"rate missed", lat, Trial{Outcome: Succeeded, QPS: 800, P99: 10 * time.Millisecond}, math.Log(1000.0 / 800), true},
+		{"rate met", lat, Trial{Outcome: Succeeded, Feasible: true, QPS: 1000, P99: 10 * time.Millisecond}, -0.05, true},
+		{"rate met, too slow", lat, Trial{Outcome: Succeeded, QPS: 1000, P99: 100 * time.Millisecond}, math.Log(2), true},
+		{"rate missed, slower still", lat, Trial{Outcome: Succeeded, QPS: 800, P99: 150 * time.Millisecond}, math.Log(3), true},
 		// max_capacity: the knee's P99 (feasible: capacity > 0), or the
 		// lowest rate's when no rate met the SLO.
 		{"capacity found", capa, Trial{Outcome: Succeeded, Feasible: true, Value: 900, Measured: true, P99: 40 * time.Millisecond}, math.Log(0.8), true},
