@@ -60,7 +60,8 @@ const (
 	// error budget.
 	ObjectiveMaxThroughput Objective = "max_throughput"
 	// ObjectiveMinLatency minimises the SLO's latency quantile at a fixed
-	// open-loop rate, subject to achieving the rate.
+	// open-loop rate, subject to achieving the rate within the SLO (its
+	// latency quantile and error budget).
 	ObjectiveMinLatency Objective = "min_latency"
 	// ObjectiveMaxCapacity maximises the highest open-loop rate at which
 	// the SLO holds (package capacity).
