@@ -10,6 +10,7 @@
 #   experiments/search-bench/run.sh verdict SETTING [SET...]   # a Bayes setting against the default (experiments/surfaces/sets rule)
 #   DEFAULTS=DIR run.sh verdict SETTING                        # the same, the default's runs read from DIR/NAME.default.json
 #   experiments/search-bench/run.sh confirmed [SET...]         # what the confirmation stage hands a user (searchbench -confirm)
+#   experiments/search-bench/run.sh confirmed heldout4         # the same on the fourth held-out set (2026-12-06), run once
 #
 # compare reads surface files (format: package search/replay, doc.go);
 # without arguments it takes experiments/surfaces/*.jsonl. Environment for
