@@ -65,9 +65,10 @@ func score(s *configs.Study, r *probe.Result) verdict {
 	}
 	kind := Objective(s).Kind
 	obj := kind.Value(r.QPS, lat)
-	// The constraints are objective.Constraints', one rule with the
-	// benchmark's and the capacity steps'; the reasons add what only a
-	// real run knows (which errors, why the generator fell behind).
+	// Whether it meets the SLO is objective.Constraints' rule, the one
+	// the capacity steps and the search benchmark use; the reasons add
+	// what only a real run knows (which errors, why the generator fell
+	// behind).
 	c := objective.Constraints{SLO: s.SLO.Latency.D(), ErrorBudget: s.SLO.ErrorRate}
 	var rate *objective.Rate
 	var problems []string
