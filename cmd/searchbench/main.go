@@ -96,6 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	horizon := fs.Int("horizon", 0, "most trials a run may take to reach the targets (0: 400, or the runnable count if smaller)")
 	batch := fs.Int("batch", 1, "suggestions per call (parallel trials)")
 	targets := fs.String("targets", "0.95,0.99", "fractions of the best feasible objective to report trials-to-reach for")
+	earlyStop := fs.Bool("early-stop", false, "replay a run over the SLO's latency or error budget as the tuner's probe ends it, early-stopped (its figures kept, infeasible), instead of as a completed infeasible trial")
 	confirmStage := fs.Bool("confirm", false, "also run the tuner's confirmation stage after the budget, with the default study's confirmation settings (or -confirmation's), and report its winner's truth (what a user is handed)")
 	confirmation := fs.String("confirmation", "", "with -confirm, the study's confirmation settings to run it with instead of the default's, e.g. repeats=5,max_repeats=8 (keys top_k, repeats, max_repeats, clean_repeats, confidence)")
 	resolution := fs.Bool("resolution", false, "add a target per surface at 1 - one measurement's coefficient of variation among its best configurations (the finest a single trial resolves)")
@@ -182,6 +183,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		opts := replay.BenchOptions{
 			Strategies: strats, Seeds: *seeds, Budget: *budget, Horizon: *horizon,
 			Batch: *batch, Targets: ts, Resolution: *resolution, CI: *ci, Workers: *workers, Logger: logger,
+			EarlyStop: *earlyStop,
 		}
 		if *confirmStage {
 			opts.Confirm = &conf
@@ -334,7 +336,10 @@ type jsonReport struct {
 	Within     []int   `json:"within"`
 	// Confirm is the confirmation stage's settings when it ran (-confirm).
 	Confirm *configs.Confirmation `json:"confirm,omitempty"`
-	Rows    []jsonRow             `json:"rows"`
+	// EarlyStop: runs over the SLO were replayed as early-stopped
+	// (-early-stop).
+	EarlyStop bool      `json:"early_stop,omitempty"`
+	Rows      []jsonRow `json:"rows"`
 }
 
 // jsonReports drops the per-run detail's unencodable infinities: an
@@ -352,7 +357,7 @@ func jsonReports(reps []*replay.Report) []jsonReport {
 			Surface: r.Surface, Objective: r.Objective.Kind.String(), SLO: r.SLO.String(),
 			Runnable: r.Runnable, Feasible: r.Feasible, Best: r.Best.String(), BestValue: r.BestTruth.Value,
 			Seeds: r.Seeds, Budget: r.Budget, Horizon: r.Horizon, Batch: r.Batch, Targets: r.Targets,
-			Resolution: r.Resolution, Within: r.Within, Confirm: r.Confirm,
+			Resolution: r.Resolution, Within: r.Within, Confirm: r.Confirm, EarlyStop: r.EarlyStop,
 		}
 		for _, rw := range r.Rows {
 			x := jsonRow{Strategy: rw.Strategy, Reached: rw.Reached, PickFeasible: rw.PickFeasible, PickRatio: rw.PickRatio,

@@ -61,6 +61,12 @@ type BenchOptions struct {
 	// what a user of the tuner is handed, where the pick is only the
 	// stage's first candidate.
 	Confirm *configs.Confirmation
+	// EarlyStop replays a run over the SLO's latency or error budget as
+	// the probe would have ended it in the tuner: early-stopped
+	// (Replayer.EarlyStop). Off, the run is a completed infeasible
+	// trial, which tells a strategy's objective model more than a tuner's
+	// early-stopped trial does.
+	EarlyStop bool
 	// Trace, when not nil, is called with every trial of every run, in
 	// the run's order; runs of different seeds call it concurrently.
 	Trace func(TraceStep)
@@ -172,7 +178,9 @@ type Report struct {
 	CI bool
 	// Confirm is BenchOptions.Confirm.
 	Confirm *configs.Confirmation
-	Rows    []Row
+	// EarlyStop is BenchOptions.EarlyStop.
+	EarlyStop bool
+	Rows      []Row
 }
 
 // Bench runs every strategy with seeds 1..Seeds against s, each run asking
@@ -202,7 +210,7 @@ func Bench(ctx context.Context, s *Surface, opts BenchOptions) (*Report, error) 
 		Surface: s.Name, Objective: s.objective(), SLO: time.Duration(s.SLO),
 		Runnable: len(runnable), Best: best, BestTruth: bestTruth,
 		Seeds: opts.Seeds, Budget: opts.Budget, Horizon: opts.Horizon, Batch: opts.Batch, Targets: opts.Targets,
-		CI: opts.CI, Confirm: opts.Confirm,
+		CI: opts.CI, Confirm: opts.Confirm, EarlyStop: opts.EarlyStop,
 	}
 	for _, c := range runnable {
 		if t, ok := s.Truth(c); ok && t.Feasible {
@@ -324,6 +332,7 @@ func chanValues(c <-chan error) func(func(error) bool) {
 func benchRun(ctx context.Context, s *Surface, st search.Strategy, seed uint64, rep *Report, stop search.StopRule, trace func(TraceStep)) (Run, error) {
 	r := Run{Seed: seed, Reach: make([]int, len(rep.Targets))}
 	rp := s.Replay(seed)
+	rp.EarlyStop = rep.EarlyStop
 	var hist []search.Trial
 	best := rep.BestTruth.Value
 	reachedAll := func() bool { return !slices.Contains(r.Reach, 0) }
@@ -558,6 +567,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		b.WriteString("  [lo,hi] after a median: its distribution-free 95% confidence interval over seeds (sign-test order statistics)\n")
 	}
 	fmt.Fprintf(&b, "  pick = the strategy's first-ranked measured-feasible configuration (search.Rank) after a budget of %d trials; stop = the stopping rule's verdict within that budget\n", r.Budget)
+	if r.EarlyStop {
+		b.WriteString("  runs over the SLO's latency or error budget replayed as early-stopped, as the tuner's probe ends them (-early-stop)\n")
+	}
 	if c := r.Confirm; c != nil {
 		fmt.Fprintf(&b, "  confirmed = the confirmation stage's winner after the budget (top %d and the recipe, %d repeats each, up to %d where undecided%s, %.0f%% intervals; 0 when it recommends nothing); confirmed none = the seeds where it recommends nothing; repeats = its mean repeats\n", c.TopK, c.Repeats, max(c.MaxRepeats, c.Repeats), cleanNote(c), 100*c.Confidence)
 	}

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
@@ -23,6 +24,12 @@ type Replayer struct {
 	// restarts: answer from every recorded run, the reference runs too
 	// (Restarts).
 	restarts bool
+	// EarlyStop: a run over the SLO's latency or error budget is answered
+	// as early-stopped, as the probe ends such a run in the tuner (it
+	// stops once the breach is certain; a surface records whole runs).
+	// Its figures are kept; a strategy reads an early-stopped trial as the
+	// tuner hands it over.
+	EarlyStop bool
 }
 
 // Replay returns a replayer for seed that answers from the sweep's runs:
@@ -89,6 +96,14 @@ func (r *Replayer) Run(c search.Config) (search.Trial, error) {
 	}
 	tr.Feasible = r.s.feasible(m.QPS, tr.P99, m.ErrorRate)
 	tr.Value = r.s.value(m.QPS, tr.P99)
+	if r.EarlyStop && !tr.Feasible {
+		c := objective.Constraints{SLO: time.Duration(r.s.SLO), ErrorBudget: r.s.ErrorBudget}
+		for _, b := range c.Breaches(tr.P99, tr.ErrorRate, nil) {
+			if b == objective.LatencyOver || b == objective.ErrorsOver {
+				tr.Outcome = search.EarlyStopped
+			}
+		}
+	}
 	return tr, nil
 }
 

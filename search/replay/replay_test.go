@@ -150,3 +150,42 @@ func TestMinLatencyRunsMeetTheSLO(t *testing.T) {
 		t.Errorf("best %v, want max_batch_size 8, the one within the SLO", best)
 	}
 }
+
+// With EarlyStop a run over the SLO is answered as the tuner records a run
+// its probe ended early: early-stopped, its figures kept, infeasible. A
+// feasible run and a run that did not load are answered as before, and
+// without EarlyStop the same run is a completed infeasible trial.
+func TestReplayEarlyStop(t *testing.T) {
+	s, err := Decode(strings.NewReader(tinyLines(
+		`{"config":[8,0],"qps":100,"p99_us":20000,"error_rate":0}`,
+		`{"config":[16,0],"qps":150,"p99_us":70000,"error_rate":0}`,
+	)), "early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(mbs int64) search.Config {
+		return search.Config{{Name: search.MaxBatchSize, Value: mbs}, {Name: search.BatchTimeoutMicros, Value: 0}}
+	}
+	for _, tt := range []struct {
+		mbs   int64
+		early bool
+		want  search.Outcome
+	}{
+		{8, true, search.Succeeded},
+		{16, true, search.EarlyStopped},
+		{16, false, search.Succeeded},
+	} {
+		r := s.Replay(1)
+		r.EarlyStop = tt.early
+		tr, err := r.Run(cfg(tt.mbs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Outcome != tt.want || !tr.Measured || tr.QPS == 0 {
+			t.Errorf("max_batch_size %d, early stop %v: %+v, want outcome %v with its figures", tt.mbs, tt.early, tr, tt.want)
+		}
+		if tt.mbs == 16 && tr.Feasible {
+			t.Errorf("max_batch_size %d, early stop %v: feasible at P99 %s over the 60 ms SLO", tt.mbs, tt.early, tr.P99)
+		}
+	}
+}
