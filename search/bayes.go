@@ -472,7 +472,12 @@ func (b *Bayes) observe(req Request) observations {
 				o.ry = append(o.ry, m+math.Log(tr.QPS))
 			}
 		}
-		if tr.Outcome == Succeeded && tr.Measured {
+		// An early-stopped trial ran until its breach of the SLO was
+		// certain: its objective is a shorter run's, but it is what is
+		// known of a configuration over the SLO, and without it the
+		// objective model would see none of them (searchbench
+		// -early-stop measured what that costs).
+		if (tr.Outcome == Succeeded || tr.Outcome == EarlyStopped) && tr.Measured {
 			if !(tr.Value > 0) || math.IsInf(tr.Value, 0) {
 				// No QPS (or a P99 of 0, or garbage): it served nothing
 				// usable; model it as a failure would be.

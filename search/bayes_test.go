@@ -55,15 +55,17 @@ func TestBayesKeepsUnhappyTrialsAsInformation(t *testing.T) {
 	hist := []Trial{
 		{Config: all[0], Outcome: Succeeded, Measured: true, Value: 900, QPS: 900, P99: 12 * time.Millisecond, Feasible: true},
 		{Config: all[1], Outcome: Failed},
-		{Config: all[2], Outcome: EarlyStopped, P99: 80 * time.Millisecond, QPS: 300},
+		{Config: all[2], Outcome: EarlyStopped, Measured: true, Value: 300, P99: 80 * time.Millisecond, QPS: 300},
 		{Config: all[3], Outcome: Rejected},
 		{Config: all[4], Outcome: Invalid, Measured: true, Value: 50},
 		{Config: all[5], Outcome: Interrupted},
 	}
 	obs := (&Bayes{}).observe(Request{Space: s, Objective: throughput, History: hist})
-	// Objective data: the succeeded trial, and the failure at the lower
-	// quartile of the objectives measured (here the only one).
-	if diff := cmp.Diff([]float64{math.Log(900), math.Log(900)}, obs.fy, cmpApprox); diff != "" || len(obs.feasX) != 1 {
+	// Objective data: the succeeded trial, the early-stopped one (what was
+	// measured before its breach was certain: a tuner records nothing else
+	// of a configuration over the SLO), and the failure at the lower
+	// quartile of the objectives measured.
+	if diff := cmp.Diff([]float64{math.Log(900), math.Log(300), math.Log(300)}, obs.fy, cmpApprox); diff != "" || len(obs.feasX) != 1 {
 		t.Errorf("objective data (-want +got):\n%s\nfeasible points %d, want 1", diff, len(obs.feasX))
 	}
 	// Margins: the success (negative) and the early stop (log(80/30) > 0).
