@@ -115,7 +115,8 @@ const failedMargin = 1.0
 // margin is a trial's constraint margin on a log scale: negative when the
 // trial met every constraint, positive when it broke one, its size saying
 // by how much (log(P99/SLO); for min_latency the larger of that and
-// log(rate/QPS); the error rate against the budget). It agrees in sign with the tuner's Feasible verdict and is
+// log(rate/QPS); the error rate against the budget). It agrees in sign
+// with the tuner's Feasible verdict and is
 // clipped to [-2, 2]. ok is false when the trial tells nothing about
 // feasibility (rejected, invalid, interrupted).
 func margin(o Objective, slo time.Duration, t Trial) (m float64, ok bool) {

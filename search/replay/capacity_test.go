@@ -61,9 +61,6 @@ func TestCapacitySurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := func(mbs int64) search.Config {
-		return search.Config{{Name: search.MaxBatchSize, Value: mbs}, {Name: search.BatchTimeoutMicros, Value: 0}}
-	}
 	for _, c := range []struct {
 		mbs      int64
 		value    float64
@@ -73,12 +70,12 @@ func TestCapacitySurface(t *testing.T) {
 		{16, 250, true},  // one run met nothing, the other 500
 		{4096, 0, false}, // out of memory at load
 	} {
-		tr, ok := s.Truth(cfg(c.mbs))
+		tr, ok := s.Truth(tinyConfig(c.mbs))
 		if !ok || tr.Value != c.value || tr.Feasible != c.feasible {
 			t.Errorf("mbs %d: truth %+v, want value %g feasible %v", c.mbs, tr, c.value, c.feasible)
 		}
 	}
-	if best, bt, _ := s.Best(); best.Key() != cfg(8).Key() || bt.Value != 390 {
+	if best, bt, _ := s.Best(); best.Key() != tinyConfig(8).Key() || bt.Value != 390 {
 		t.Errorf("best %s at %g, want mbs 8 at 390", best, bt.Value)
 	}
 
@@ -86,7 +83,7 @@ func TestCapacitySurface(t *testing.T) {
 	// infeasible trial, 500 a feasible one with that value.
 	seen := map[float64]bool{}
 	for seed := uint64(1); seed <= 40; seed++ {
-		tr, err := s.Replay(seed).Run(cfg(16))
+		tr, err := s.Replay(seed).Run(tinyConfig(16))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +95,7 @@ func TestCapacitySurface(t *testing.T) {
 	if !seen[0] || !seen[500] || len(seen) != 2 {
 		t.Errorf("values replayed for mbs 16: %v, want 0 and 500", seen)
 	}
-	if tr, _ := s.Replay(1).Run(cfg(4096)); tr.Outcome != search.Failed {
+	if tr, _ := s.Replay(1).Run(tinyConfig(4096)); tr.Outcome != search.Failed {
 		t.Errorf("OOM configuration replayed as %+v", tr)
 	}
 

@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
-	"time"
 
 	"github.com/batchtune/batchtune/objective"
 	"github.com/batchtune/batchtune/search"
@@ -96,13 +95,10 @@ func (r *Replayer) Run(c search.Config) (search.Trial, error) {
 	}
 	tr.Feasible = r.s.feasible(m.QPS, tr.P99, m.ErrorRate)
 	tr.Value = r.s.value(m.QPS, tr.P99)
-	if r.EarlyStop && !tr.Feasible {
-		c := objective.Constraints{SLO: time.Duration(r.s.SLO), ErrorBudget: r.s.ErrorBudget}
-		for _, b := range c.Breaches(tr.P99, tr.ErrorRate, nil) {
-			if b == objective.LatencyOver || b == objective.ErrorsOver {
-				tr.Outcome = search.EarlyStopped
-			}
-		}
+	// Infeasible for the SLO's latency or errors, not only a rate the
+	// probe does not stop on.
+	if r.EarlyStop && !r.s.constraints().Meets(tr.P99, tr.ErrorRate, nil) {
+		tr.Outcome = search.EarlyStopped
 	}
 	return tr, nil
 }

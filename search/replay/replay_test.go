@@ -134,7 +134,7 @@ func TestMinLatencyRunsMeetTheSLO(t *testing.T) {
 		mbs      int64
 		feasible bool
 	}{{8, true}, {16, false}} {
-		c := search.Config{{Name: search.MaxBatchSize, Value: tt.mbs}, {Name: search.BatchTimeoutMicros, Value: 0}}
+		c := tinyConfig(tt.mbs)
 		tr, err := s.Replay(1).Run(c)
 		if err != nil {
 			t.Fatal(err)
@@ -163,9 +163,6 @@ func TestReplayEarlyStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := func(mbs int64) search.Config {
-		return search.Config{{Name: search.MaxBatchSize, Value: mbs}, {Name: search.BatchTimeoutMicros, Value: 0}}
-	}
 	for _, tt := range []struct {
 		mbs   int64
 		early bool
@@ -177,7 +174,7 @@ func TestReplayEarlyStop(t *testing.T) {
 	} {
 		r := s.Replay(1)
 		r.EarlyStop = tt.early
-		tr, err := r.Run(cfg(tt.mbs))
+		tr, err := r.Run(tinyConfig(tt.mbs))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -514,7 +514,12 @@ func (s *Surface) feasible(qps float64, p99 time.Duration, errRate float64) bool
 		}
 		rate = &objective.Rate{Sent: s.Rate, Achieved: qps, Shortfall: tol}
 	}
-	return objective.Constraints{SLO: time.Duration(s.SLO), ErrorBudget: s.ErrorBudget}.Meets(p99, errRate, rate)
+	return s.constraints().Meets(p99, errRate, rate)
+}
+
+// constraints are the surface's SLO as the tuner's verdict takes it.
+func (s *Surface) constraints() objective.Constraints {
+	return objective.Constraints{SLO: time.Duration(s.SLO), ErrorBudget: s.ErrorBudget}
 }
 
 func (s *Surface) value(qps float64, p99 time.Duration) float64 {

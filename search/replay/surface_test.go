@@ -45,6 +45,12 @@ func TestSurfaceRoundTrip(t *testing.T) {
 // recorded.
 const tinyHeader = `{"format":"batchtune-surface/1","name":"tiny","source":"test","objective":"max_throughput","concurrency":8,"slo":"60ms","error_budget":0.01,"cores":2,"gpus":1,"space":[{"name":"max_batch_size","values":[8,16]},{"name":"batch_timeout_micros","values":[0,30000]}]}`
 
+// tinyConfig is the configuration max_batch_size mbs, timeout 0 of the
+// tiny surfaces' and testdata's spaces.
+func tinyConfig(mbs int64) search.Config {
+	return search.Config{{Name: search.MaxBatchSize, Value: mbs}, {Name: search.BatchTimeoutMicros, Value: 0}}
+}
+
 func tinyLines(lines ...string) string {
 	return tinyHeader + "\n" + strings.Join(lines, "\n") + "\n"
 }
