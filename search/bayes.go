@@ -151,6 +151,15 @@ type Bayes struct {
 	// bad the bad ones are, and its units above the floor (log QPS, −log
 	// P99) stay what the stop rule reads. 0: off.
 	OutputFloor float64
+	// InfeasibleCap, when 1, enters a trial measured over the SLO (or
+	// short of the rate) into the objective model at no more than the
+	// best objective measured within the SLO: such a configuration cannot
+	// be the answer, and its full throughput tells the model that the
+	// region over the SLO serves more than anything feasible, which draws
+	// expected improvement towards it; capped, it still tells the model
+	// how a region below the incumbent slopes. Nothing is capped until a
+	// trial has met the SLO. 0 or -1: off, the default.
+	InfeasibleCap int
 	// LengthscalePrior chooses the models' prior on their lengthscales: 0
 	// the default (log-normal around 1, the unit cube's width), 1 the
 	// dimension-scaled prior of Hvarfner et al. (gp.go, dimScaledPrior).
@@ -409,6 +418,9 @@ func (b *Bayes) Validate(*Space) error {
 	if b.LengthscalePrior < 0 || b.LengthscalePrior > 1 {
 		ps.Add("search.settings.lengthscale_prior", "must be 0 (the default) or 1 (dimension-scaled), got %d", b.LengthscalePrior)
 	}
+	if b.InfeasibleCap < -1 || b.InfeasibleCap > 1 {
+		ps.Add("search.settings.infeasible_cap", "must be 1 (infeasible trials' objectives capped at the best feasible one) or 0 or -1 (off, the default), got %d", b.InfeasibleCap)
+	}
 	if b.FitMax < 0 || (b.FitMax > 0 && b.FitMax < 8) || b.FitMax > 1000 {
 		ps.Add("search.settings.fit_max", "must be between 8 and 1000 (0 for the default), got %d", b.FitMax)
 	}
@@ -437,12 +449,14 @@ type observations struct {
 	failures  int
 	failedMBS []int64     // max_batch_size of trials whose server never came up
 	feasX     [][]float64 // measured feasible trials (the incumbent's candidates)
+	feasY     []float64   // their objective data
 	ran       int
 }
 
 func (b *Bayes) observe(req Request) observations {
 	s := req.Space
 	var o observations
+	var over []int // indices into o.fy of trials measured infeasible
 	for _, tr := range req.History {
 		x, ok := b.inputs(s, tr.Config)
 		if !ok {
@@ -488,11 +502,20 @@ func (b *Bayes) observe(req Request) observations {
 			if req.Objective.Direction() == Minimize {
 				y = -y
 			}
-			o.fx = append(o.fx, x)
-			o.fy = append(o.fy, y)
 			if tr.Feasible {
 				o.feasX = append(o.feasX, x)
+				o.feasY = append(o.feasY, y)
+			} else {
+				over = append(over, len(o.fy))
 			}
+			o.fx = append(o.fx, x)
+			o.fy = append(o.fy, y)
+		}
+	}
+	if b.InfeasibleCap == 1 && len(o.feasY) > 0 {
+		best := slices.Max(o.feasY)
+		for _, i := range over {
+			o.fy[i] = math.Min(o.fy[i], best)
 		}
 	}
 	// A server that never came up served nothing: the objective model

@@ -105,6 +105,40 @@ func TestBayesOutputFloor(t *testing.T) {
 	}
 }
 
+// TestBayesInfeasibleCap: with infeasible_cap 1 a trial measured over
+// the SLO enters the objective model at no more than the best feasible
+// objective, one below it keeps its value, and nothing is capped before a
+// trial has met the SLO.
+func TestBayesInfeasibleCap(t *testing.T) {
+	s := conformanceSpace(t)
+	all, err := s.Runnable(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	trial := func(i int, q float64, feasible bool) Trial {
+		p99 := 12 * time.Millisecond
+		if !feasible {
+			p99 = time.Second
+		}
+		return Trial{Config: all[i], Outcome: Succeeded, Measured: true, Value: q, QPS: q, P99: p99, Feasible: feasible}
+	}
+	overOnly := []Trial{trial(0, 3000, false), trial(1, 200, false)}
+	hist := append(slices.Clone(overOnly), trial(2, 900, true), trial(3, 1600, true))
+	capped := (&Bayes{InfeasibleCap: 1}).observe(Request{Space: s, Objective: throughput, History: hist})
+	want := []float64{math.Log(1600), math.Log(200), math.Log(900), math.Log(1600)}
+	if diff := cmp.Diff(want, capped.fy, cmpApprox); diff != "" {
+		t.Errorf("capped objective data (-want +got):\n%s", diff)
+	}
+	plain := (&Bayes{}).observe(Request{Space: s, Objective: throughput, History: hist})
+	if plain.fy[0] != math.Log(3000) {
+		t.Errorf("without the setting the infeasible trial reads %v, want log 3000", math.Exp(plain.fy[0]))
+	}
+	early := (&Bayes{InfeasibleCap: 1}).observe(Request{Space: s, Objective: throughput, History: overOnly})
+	if diff := cmp.Diff([]float64{math.Log(3000), math.Log(200)}, early.fy, cmpApprox); diff != "" {
+		t.Errorf("no feasible trial yet, so nothing capped (-want +got):\n%s", diff)
+	}
+}
+
 var cmpApprox = cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
 
 // TestBayesLearnsWhereServersFail: max_batch_size 128 and above does not

@@ -86,6 +86,7 @@ var registry = []StrategySpec{
 		intSetting("trend", func(b *Bayes, v int) { b.Trend = v }),
 		intSetting("warp", func(b *Bayes, v int) { b.Warp = v }),
 		intSetting("race", func(b *Bayes, v int) { b.Race = v }),
+		intSetting("infeasible_cap", func(b *Bayes, v int) { b.InfeasibleCap = v }),
 	}},
 }
 
