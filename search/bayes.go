@@ -160,6 +160,14 @@ type Bayes struct {
 	// how a region below the incumbent slopes. Nothing is capped until a
 	// trial has met the SLO. 0 or -1: off, the default.
 	InfeasibleCap int
+	// QueueInput, when 1, gives the models one more derived input under a
+	// closed-loop load: the share of the rows in the server that the
+	// configuration's running and queued batches can hold (structure.go,
+	// holdInput), since TF Serving turns away what its batching queue
+	// cannot take. A transformed input, never a constraint: where it does
+	// not matter the model gives it a long lengthscale. 0 or -1: off, the
+	// default.
+	QueueInput int
 	// LengthscalePrior chooses the models' prior on their lengthscales: 0
 	// the default (log-normal around 1, the unit cube's width), 1 the
 	// dimension-scaled prior of Hvarfner et al. (gp.go, dimScaledPrior).
@@ -420,6 +428,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.InfeasibleCap < -1 || b.InfeasibleCap > 1 {
 		ps.Add("search.settings.infeasible_cap", "must be 1 (infeasible trials' objectives capped at the best feasible one) or 0 or -1 (off, the default), got %d", b.InfeasibleCap)
+	}
+	if b.QueueInput < -1 || b.QueueInput > 1 {
+		ps.Add("search.settings.queue_input", "must be 1 (the share of the rows the queue holds as a model input) or 0 or -1 (off, the default), got %d", b.QueueInput)
 	}
 	if b.FitMax < 0 || (b.FitMax > 0 && b.FitMax < 8) || b.FitMax > 1000 {
 		ps.Add("search.settings.fit_max", "must be between 8 and 1000 (0 for the default), got %d", b.FitMax)
@@ -1001,14 +1012,29 @@ func (b *Bayes) inputs(s *Space, c Config) ([]float64, bool) {
 	if b.Structure < 0 {
 		return s.features(c)
 	}
-	return s.modelInputs(c)
+	x, ok := s.modelInputs(c)
+	if ok {
+		x = b.queueInput(s, x, c.Get)
+	}
+	return x, ok
 }
 
 func (b *Bayes) inputsAt(s *Space, idx []int) []float64 {
 	if b.Structure < 0 {
 		return s.featuresAt(idx)
 	}
-	return s.modelInputsAt(idx)
+	return b.queueInput(s, s.modelInputsAt(idx), s.valAt(idx))
+}
+
+// queueInput appends holdInput to x when QueueInput is on and it applies.
+func (b *Bayes) queueInput(s *Space, x []float64, val func(string) (int64, bool)) []float64 {
+	if b.QueueInput != 1 {
+		return x
+	}
+	if h, ok := s.holdInput(val); ok {
+		x = append(x, h)
+	}
+	return x
 }
 
 func maps(t taken) taken {

@@ -87,6 +87,7 @@ var registry = []StrategySpec{
 		intSetting("warp", func(b *Bayes, v int) { b.Warp = v }),
 		intSetting("race", func(b *Bayes, v int) { b.Race = v }),
 		intSetting("infeasible_cap", func(b *Bayes, v int) { b.InfeasibleCap = v }),
+		intSetting("queue_input", func(b *Bayes, v int) { b.QueueInput = v }),
 	}},
 }
 

@@ -19,6 +19,11 @@ import (
 //     threads and N rows in the server, batches of about N/k rows keep
 //     every thread busy, so a max_batch_size of N/k with a timeout long
 //     enough to fill it is the throughput-shaped split.
+//   - TF Serving turns a request away (UNAVAILABLE) when its batching
+//     queue is full: the k batches being run and the max_enqueued_batches
+//     queued hold at most (queue + k) × max_batch_size rows (held), so a
+//     closed-loop load with more rows in the server than that is turned
+//     away in part.
 
 // PinnedFlags reads the integer values of the tuned server flags a study
 // pins in target.flags ("--name=value" or "--name value"): the facts
@@ -90,6 +95,42 @@ func (s *Space) structural(x []float64, val func(string) (int64, bool)) []float6
 	eff := float64(min(mbs, cap))
 	share := math.Max(1, math.Min(float64(mbs), float64(cap)/float64(max(threads, 1))))
 	return append(x, math.Log(math.Max(eff, 1))/top, math.Log(share)/top)
+}
+
+// held is how many rows the batches being run and queued can hold: with
+// threads batch threads and queue max_enqueued_batches of max_batch_size
+// mbs, (queue + threads) × mbs. A request beyond them is turned away.
+func held(queue, threads, mbs int64) int64 { return (queue + threads) * mbs }
+
+// queueFor is the shortest max_enqueued_batches whose batches hold rows
+// (held(queue, threads, mbs) >= rows).
+func queueFor(rows, threads, mbs int64) int64 { return ceilDiv(rows, mbs) - threads }
+
+// holdInput is the derived model input of Bayes.QueueInput: the share of
+// the closed-loop rows in the server (inServer) that the configuration's
+// batches can hold (held), capped at 1, on the log scale of structural's
+// inputs (1 - log(rows/held)/log(top), floored at 0). A configuration that
+// holds every row reads 1. ok is false where it does not apply: no
+// max_batch_size, or no closed-loop load (an open-loop load's rows in the
+// server are not known before a trial).
+func (s *Space) holdInput(val func(string) (int64, bool)) (float64, bool) {
+	if !s.hasStructure() || s.rules.InFlight <= 0 {
+		return 0, false
+	}
+	setting := func(name string) int64 {
+		if v, ok := val(name); ok && v > 0 {
+			return v
+		}
+		return s.fixedValue(mustParam(name))
+	}
+	mbs, _ := val(MaxBatchSize)
+	rows := s.inServer(val)
+	h := held(setting(MaxEnqueuedBatches), max(setting(NumBatchThreads), 1), max(mbs, 1))
+	if h >= rows {
+		return 1, true
+	}
+	top := math.Log(float64(max(s.maxInServer(), 2)))
+	return math.Max(0, 1-math.Log(float64(rows)/float64(h))/top), true
 }
 
 // hasStructure reports whether the derived inputs apply: the space tunes
@@ -192,7 +233,7 @@ func (s *Space) shapedSplit(rows int, k int64, shape int, autoCores bool) (Confi
 		idx[i] = s.longestRunnable(idx, i)
 	}
 	if i, ok := s.byName[MaxEnqueuedBatches]; ok {
-		idx[i] = s.atLeast(i, ceilDiv(cap, s.params[mbs].Values[idx[mbs]])-threads)
+		idx[i] = s.atLeast(i, queueFor(cap, threads, s.params[mbs].Values[idx[mbs]]))
 	}
 	return s.runnableAt(idx)
 }

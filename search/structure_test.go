@@ -703,3 +703,41 @@ func TestBayesRaceKeepsTheContract(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldInput: the share of the rows in the server that the running and
+// queued batches hold, 1 when they hold every row, less on a log scale
+// when the queue turns requests away, and no input without a closed-loop
+// load; Bayes.QueueInput appends it to the models' inputs.
+func TestHoldInput(t *testing.T) {
+	s := demoLikeSpace(t, 64)
+	at := func(mbs, threads, queue, grpc int) float64 {
+		t.Helper()
+		c := cfg(MaxBatchSize, mbs, BatchTimeoutMicros, 1000, NumBatchThreads, threads, MaxEnqueuedBatches, queue, GRPCMaxThreads, grpc)
+		h, ok := s.holdInput(c.Get)
+		if !ok {
+			t.Fatalf("holdInput(%s) does not apply under a closed-loop load", c)
+		}
+		return h
+	}
+	if h := at(16, 2, 4, 64); h != 1 { // (4 + 2) x 16 = 96 >= 64 rows
+		t.Errorf("a queue that holds every row reads %v, want 1", h)
+	}
+	if h := at(4, 4, 4, 64); !(h > 0 && h < 1) { // (4 + 4) x 4 = 32 of 64 rows
+		t.Errorf("a queue that holds half the rows reads %v, want between 0 and 1", h)
+	}
+	if h, half := at(4, 4, 4, 8), at(4, 4, 4, 64); h != 1 || half >= 1 {
+		t.Errorf("with grpc_max_threads 8 only 8 rows are in the server: reads %v (want 1), at 64 threads %v", h, half)
+	}
+	if lo, hi := at(4, 1, 4, 64), at(4, 4, 4, 64); !(lo < hi) {
+		t.Errorf("fewer rows held must read lower: 20 rows %v, 32 rows %v", lo, hi)
+	}
+	if _, ok := demoLikeSpace(t, 0).holdInput(cfg(MaxBatchSize, 4).Get); ok {
+		t.Error("holdInput applies without a closed-loop load, whose rows in the server are unknown")
+	}
+	c := cfg(MaxBatchSize, 4, BatchTimeoutMicros, 1000, NumBatchThreads, 4, MaxEnqueuedBatches, 4, GRPCMaxThreads, 64)
+	plain, _ := (&Bayes{}).inputs(s, c)
+	with, _ := (&Bayes{QueueInput: 1}).inputs(s, c)
+	if len(with) != len(plain)+1 || with[len(with)-1] != at(4, 4, 4, 64) {
+		t.Errorf("QueueInput's inputs %v, want %v and the hold input", with, plain)
+	}
+}
