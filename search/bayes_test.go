@@ -133,6 +133,12 @@ func TestBayesInfeasibleCap(t *testing.T) {
 	if plain.fy[0] != math.Log(3000) {
 		t.Errorf("without the setting the infeasible trial reads %v, want log 3000", math.Exp(plain.fy[0]))
 	}
+	// 2 also floors at the lower quartile (of the four, the second
+	// smallest, 900 after the cap): 200 reads 900.
+	clamped := (&Bayes{InfeasibleCap: 2}).observe(Request{Space: s, Objective: throughput, History: hist})
+	if diff := cmp.Diff([]float64{math.Log(1600), math.Log(900), math.Log(900), math.Log(1600)}, clamped.fy, cmpApprox); diff != "" {
+		t.Errorf("clamped objective data (-want +got):\n%s", diff)
+	}
 	early := (&Bayes{InfeasibleCap: 1}).observe(Request{Space: s, Objective: throughput, History: overOnly})
 	if diff := cmp.Diff([]float64{math.Log(3000), math.Log(200)}, early.fy, cmpApprox); diff != "" {
 		t.Errorf("no feasible trial yet, so nothing capped (-want +got):\n%s", diff)
