@@ -108,7 +108,8 @@ func TestBayesOutputFloor(t *testing.T) {
 // TestBayesInfeasibleCap: with infeasible_cap 1 a trial measured over
 // the SLO enters the objective model at no more than the best feasible
 // objective, one below it keeps its value, and nothing is capped before a
-// trial has met the SLO.
+// trial has met the SLO; with 2 (the default) one below the lower quartile
+// is raised to it too; with -1 the data are as measured.
 func TestBayesInfeasibleCap(t *testing.T) {
 	s := conformanceSpace(t)
 	all, err := s.Runnable(t.Context())
@@ -129,13 +130,13 @@ func TestBayesInfeasibleCap(t *testing.T) {
 	if diff := cmp.Diff(want, capped.fy, cmpApprox); diff != "" {
 		t.Errorf("capped objective data (-want +got):\n%s", diff)
 	}
-	plain := (&Bayes{}).observe(Request{Space: s, Objective: throughput, History: hist})
-	if plain.fy[0] != math.Log(3000) {
+	plain := (&Bayes{InfeasibleCap: -1}).observe(Request{Space: s, Objective: throughput, History: hist})
+	if plain.fy[0] != math.Log(3000) || plain.fy[1] != math.Log(200) {
 		t.Errorf("without the setting the infeasible trial reads %v, want log 3000", math.Exp(plain.fy[0]))
 	}
 	// 2 also floors at the lower quartile (of the four, the second
 	// smallest, 900 after the cap): 200 reads 900.
-	clamped := (&Bayes{InfeasibleCap: 2}).observe(Request{Space: s, Objective: throughput, History: hist})
+	clamped := (&Bayes{}).observe(Request{Space: s, Objective: throughput, History: hist})
 	if diff := cmp.Diff([]float64{math.Log(1600), math.Log(900), math.Log(900), math.Log(1600)}, clamped.fy, cmpApprox); diff != "" {
 		t.Errorf("clamped objective data (-want +got):\n%s", diff)
 	}
