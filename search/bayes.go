@@ -168,6 +168,7 @@ type Bayes struct {
 	// ranker-open-low's 95% 20 -> 15; lost at p < 0.05 only: mlp's 99% 35
 	// -> 51, and mlp's and ranker's 95% by a trial or two, mlp-open's by
 	// one); the cap alone won and lost none (experiments/search-bench).
+	// Rank fits its models to the data as measured whatever this says.
 	InfeasibleCap int
 	// QueueInput, when 1, gives the models one more derived input under a
 	// closed-loop load: the share of the rows in the server that the
@@ -476,6 +477,12 @@ type observations struct {
 }
 
 func (b *Bayes) observe(req Request) observations {
+	return b.observeWith(req, b.InfeasibleCap)
+}
+
+// observeWith is observe with infeasible trials entered as clamp says
+// (InfeasibleCap's values).
+func (b *Bayes) observeWith(req Request, clamp int) observations {
 	s := req.Space
 	var o observations
 	var over []int // indices into o.fy of trials measured infeasible
@@ -534,7 +541,6 @@ func (b *Bayes) observe(req Request) observations {
 			o.fy = append(o.fy, y)
 		}
 	}
-	clamp := b.InfeasibleCap
 	if clamp == 0 {
 		clamp = 2
 	}

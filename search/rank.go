@@ -74,8 +74,18 @@ func MeasuredOrder(o Objective, hist []Trial) []Config {
 // mean at a measured point is its measurement shrunk towards what its
 // neighbours measured, by as much as the learned noise says a single
 // measurement deserves. With fewer than three measured trials, or Ranked
-// -1, the measurements decide (MeasuredOrder).
+// -1, the measurements decide (MeasuredOrder). The models rank on the data
+// as measured (InfeasibleCap -1): clamping an infeasible trial's objective
+// steers where the search looks, but a posterior mean here estimates what
+// a measured configuration serves, and a neighbour over the SLO that
+// served more is evidence about it.
 func (b *Bayes) Rank(ctx context.Context, req Request) ([]Config, error) {
+	return b.rankWith(ctx, req, -1)
+}
+
+// rankWith is Rank with the objective data entered as clamp says
+// (InfeasibleCap's values).
+func (b *Bayes) rankWith(ctx context.Context, req Request, clamp int) ([]Config, error) {
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
@@ -84,7 +94,7 @@ func (b *Bayes) Rank(ctx context.Context, req Request) ([]Config, error) {
 	}
 	order := MeasuredOrder(req.Objective, req.History)
 	st := b.settings()
-	obs := b.observe(req)
+	obs := b.observeWith(req, clamp)
 	if b.Ranked < 0 || len(order) < 2 || len(obs.fx) < 3 {
 		return order, nil
 	}

@@ -159,3 +159,53 @@ func TestBayesRankShrinksNoisyMeasurements(t *testing.T) {
 	}
 	t.Logf("mean truth of the first-ranked: by the models %.0f, by the measurements %.0f", byModel/20, byMeasurement/20)
 }
+
+// TestBayesRankReadsTheDataAsMeasured: the default clamps an infeasible
+// trial's objective for the search's models (InfeasibleCap), but Rank
+// fits its models to the data as measured. Over noisy histories with
+// trials over the SLO, the clamp changes the order on some (so the
+// comparison can fail), and Rank's order is the unclamped one on all.
+func TestBayesRankReadsTheDataAsMeasured(t *testing.T) {
+	s := tightToySpace(t)
+	all, err := s.Runnable(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Bayes{}
+	differs := 0
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		var hist []Trial
+		for _, i := range rng.Perm(len(all))[:len(all)*2/3] {
+			tr := toyTrial(s, all[i])
+			if tr.Measured {
+				tr.Value *= math.Exp(0.3 * rng.NormFloat64())
+				tr.QPS = tr.Value
+			}
+			hist = append(hist, tr)
+		}
+		req := Request{Space: s, Objective: throughput, History: hist, N: 1}
+		got, err := b.Rank(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		measured, err := b.rankWith(t.Context(), req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clamped, err := b.rankWith(t.Context(), req, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cmp.Equal(measured, got) {
+			t.Errorf("seed %d: Rank = %v, want the order on the data as measured %v", seed, got, measured)
+		}
+		if !cmp.Equal(measured, clamped) {
+			differs++
+		}
+	}
+	if differs == 0 {
+		t.Error("fixture: the clamp changed no order, so this test cannot tell the two apart")
+	}
+	t.Logf("the clamp changed the order on %d of 20 histories", differs)
+}
