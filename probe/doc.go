@@ -34,7 +34,9 @@
 // alone owns, finalises one-second buckets, feeds the stopping rule
 // (documented on MeasureOptions) and checks the SLO breach rule (on
 // breachCheck's terms: exact counting in open loop, 99.9% confidence in
-// closed loop). Open-loop requests are paced by a Pacer (constant or
+// closed loop) and, given a throughput to beat (MeasureOptions.StopBelow),
+// the dominated rule (dominatedCheck: the windows' mean throughput below
+// it with 99.9% confidence). Open-loop requests are paced by a Pacer (constant or
 // Poisson) and their latency counts from the intended send time, so a
 // stalled server shows in the figures instead of hiding behind requests
 // that were never sent (coordinated omission); ServiceTime, from the actual

@@ -60,7 +60,10 @@ type Progress struct {
 // StopMaxDuration; the Result's Stability says how close it came.
 //
 // Early stop on a certain SLO breach is checked every 50 ms tick; see SLO
-// and StopSLOBreach/StopErrorBudget.
+// and StopSLOBreach/StopErrorBudget. With StopBelow set, a closed-loop run
+// also stops at a window close once its throughput is certainly below
+// StopBelow (StopDominated): after MinWindows windows but before
+// MinDuration if need be, as a breach does.
 type MeasureOptions struct {
 	MinDuration time.Duration // default 5s
 	MaxDuration time.Duration // default 60s
@@ -77,6 +80,12 @@ type MeasureOptions struct {
 
 	// SLO enables the early stop on a certain breach; nil disables it.
 	SLO *SLO
+
+	// StopBelow, when above 0, is the throughput (req/s) a closed-loop run
+	// must exceed to matter: it stops as StopDominated once the one-sided
+	// 99.9% Student-t bound of its windows' mean throughput is under it.
+	// A tuner sets its best trial so far. 0 disables it.
+	StopBelow float64
 
 	// DrainTimeout is how long requests in flight at the stop may finish;
 	// those still running then are cancelled and counted as unfinished,
@@ -163,6 +172,9 @@ func (m MeasureOptions) problems(ps *configs.Problems) {
 			ps.Add("slo.error_rate", "must be a fraction >= 0, got %g", m.SLO.ErrorRate)
 		}
 	}
+	if m.StopBelow < 0 || math.IsNaN(m.StopBelow) || math.IsInf(m.StopBelow, 0) {
+		ps.Add("stop_below", "must be a throughput >= 0 (0 disables it), got %g", m.StopBelow)
+	}
 	if m.DrainTimeout < 0 {
 		ps.Add("drain_timeout", "must be >= 0, got %s", m.DrainTimeout)
 	}
@@ -185,6 +197,9 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 	var ps configs.Problems
 	load.problems(&ps)
 	m.problems(&ps)
+	if m.StopBelow > 0 && load.Open() {
+		ps.Add("stop_below", "applies to a closed-loop load: an open loop's throughput is its offered rate")
+	}
 	if err := ps.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
@@ -218,6 +233,9 @@ func (c *Client) Measure(ctx context.Context, load Load, o *MeasureOptions) (*Re
 				if last.Stable && now >= int64(m.MinDuration) {
 					return StopStable, fmt.Sprintf("throughput %.1f ± %.1f req/s, P99 %s (95%% interval %s..%s) over %d windows",
 						last.ThroughputMean, last.ThroughputHalfWidth, usToDur(a.latency.ValueAtQuantile(99)), last.P99Low, last.P99High, last.Windows)
+				}
+				if why, detail := dominatedCheck(m.StopBelow, m.MinWindows, a.windows); why != "" {
+					return why, detail
 				}
 			}
 			if now >= int64(m.MaxDuration) {

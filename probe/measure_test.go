@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -168,6 +169,40 @@ func TestEarlyStopOnCertainBreach(t *testing.T) {
 	}
 	if r.StopReason != StopErrorBudget || r.Duration > 2*time.Second || r.Errors["Unavailable"] == 0 || r.ErrorRate != 1 {
 		t.Errorf("failing server: stop %q after %s, errors %v rate %g", r.StopReason, r.Duration, r.Errors, r.ErrorRate)
+	}
+}
+
+// A closed-loop run whose throughput is certainly below StopBelow stops
+// as dominated once it has MinWindows windows, long before MinDuration,
+// with valid figures; one certainly above it runs its course; an open loop
+// cannot take a bar.
+func TestStopBelowDominated(t *testing.T) {
+	srv := &fakeServer{delay: func(int64, time.Time) time.Duration { return 2 * time.Millisecond }}
+	c := newTestClient(t, startFake(t, srv), nil)
+	// Four requests in flight at 2 ms each serve at most 2 000 req/s.
+	r, err := c.Measure(context.Background(), Load{Concurrency: 4}, &MeasureOptions{MinDuration: 20 * time.Second, MaxDuration: 30 * time.Second, StopBelow: 1e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StopReason != StopDominated || r.Duration > 10*time.Second || r.Stability.Windows < 3 {
+		t.Errorf("bar 1e6: stop %q after %s and %d windows, want dominated after 3 windows and well before 20 s (%s)",
+			r.StopReason, r.Duration, r.Stability.Windows, r.StopDetail)
+	}
+	if !r.Valid || r.QPS <= 0 {
+		t.Errorf("a dominated run is a valid measurement: valid %v (%s), %g req/s", r.Valid, r.InvalidReason, r.QPS)
+	}
+
+	r, err = c.Measure(context.Background(), Load{Concurrency: 4}, &MeasureOptions{MinDuration: 3 * time.Second, MaxDuration: 3 * time.Second, StopBelow: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StopReason == StopDominated {
+		t.Errorf("bar 1 req/s: stopped as dominated at %g req/s (%s)", r.QPS, r.StopDetail)
+	}
+
+	_, err = c.Measure(context.Background(), Load{Rate: 100}, &MeasureOptions{StopBelow: 50})
+	if !errors.Is(err, ErrBadOptions) || !strings.Contains(fmt.Sprint(err), "stop_below") {
+		t.Errorf("open loop with a bar: err %v, want ErrBadOptions naming stop_below", err)
 	}
 }
 

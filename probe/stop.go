@@ -26,6 +26,11 @@ const (
 	StopSLOBreach StopReason = "slo-breach"
 	// StopErrorBudget: more requests failed than the SLO's error budget allows.
 	StopErrorBudget StopReason = "error-budget"
+	// StopDominated: the run's throughput is below MeasureOptions.StopBelow
+	// with 99.9% confidence (a tuner's best trial so far: the figure this
+	// one had to beat to matter), so more precision would change nothing
+	// the caller decides. The figures are valid, from a shorter run.
+	StopDominated StopReason = "dominated"
 	// StopCancelled: the caller's context ended; the Result is partial and
 	// marked invalid.
 	StopCancelled StopReason = "cancelled"
@@ -232,9 +237,41 @@ func pct(half, mean float64) float64 {
 	return 100 * half / mean
 }
 
+// dominatedLevel is the one-sided confidence with which a run's throughput
+// must be below MeasureOptions.StopBelow before it stops as dominated, the
+// same 99.9% as a certain SLO breach.
+const dominatedLevel = 0.999
+
+// dominatedCheck decides whether the windows so far put the mean
+// throughput below bar with dominatedLevel confidence: the upper end of
+// the one-sided Student-t interval of the windows' mean throughput is
+// under bar. Windows, not requests, are the samples, as in the stability
+// rule, so that correlated stretches widen the interval instead of
+// hiding in it. It needs minWindows windows (2 at least) and bar > 0.
+func dominatedCheck(bar float64, minWindows int, ws []window) (StopReason, string) {
+	if !(bar > 0) || len(ws) < max(minWindows, 2) {
+		return "", ""
+	}
+	tp := make([]float64, len(ws))
+	for i, w := range ws {
+		tp[i] = w.throughput()
+	}
+	mean, half := meanCIAt(tp, dominatedLevel)
+	if upper := mean + half; upper < bar {
+		return StopDominated, fmt.Sprintf("throughput %.1f req/s over %d windows, below the %.1f req/s to beat with %g%% confidence (upper bound %.1f)",
+			mean, len(ws), bar, 100*dominatedLevel, upper)
+	}
+	return "", ""
+}
+
 // meanCI returns the mean of xs and the half-width of its 95% Student-t
 // confidence interval (+Inf for fewer than two values).
-func meanCI(xs []float64) (mean, half float64) {
+func meanCI(xs []float64) (mean, half float64) { return meanCIAt(xs, 0.975) }
+
+// meanCIAt returns the mean of xs and t(p, n-1)·sd/√n: the half-width of
+// the two-sided interval at level 2p-1, or the one-sided bound's distance
+// at level p (+Inf for fewer than two values).
+func meanCIAt(xs []float64, p float64) (mean, half float64) {
 	n := float64(len(xs))
 	if len(xs) == 0 {
 		return 0, math.Inf(1)
@@ -251,7 +288,7 @@ func meanCI(xs []float64) (mean, half float64) {
 		ss += (x - mean) * (x - mean)
 	}
 	sd := math.Sqrt(ss / (n - 1))
-	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: n - 1}.Quantile(0.975)
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: n - 1}.Quantile(p)
 	return mean, t * sd / math.Sqrt(n)
 }
 

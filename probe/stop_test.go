@@ -81,6 +81,32 @@ func TestMeanCI(t *testing.T) {
 	}
 }
 
+func TestDominatedCheck(t *testing.T) {
+	// Window throughputs 990, 1000, 1010: mean 1000, sd 10; the one-sided
+	// 99.9% bound is 1000 + t(0.999, 2)·10/√3 with t(0.999, 2) = 22.327
+	// from any t table: 1128.9.
+	ws := []window{
+		{Dur: time.Second, OK: 990},
+		{Dur: time.Second, OK: 1000},
+		{Dur: 2 * time.Second, OK: 2020},
+	}
+	if why, detail := dominatedCheck(1130, 3, ws); why != StopDominated || !strings.Contains(detail, "upper bound 1128.9") {
+		t.Errorf("bar 1130: %q %q, want dominated with upper bound 1128.9", why, detail)
+	}
+	if why, _ := dominatedCheck(1128, 3, ws); why != "" {
+		t.Errorf("bar 1128 is inside the bound 1128.9: %q, want no stop", why)
+	}
+	if why, _ := dominatedCheck(1e9, 4, ws); why != "" {
+		t.Errorf("3 windows of the 4 asked for: %q, want no stop", why)
+	}
+	if why, _ := dominatedCheck(1e9, 0, ws[:1]); why != "" {
+		t.Errorf("one window has no interval: %q, want no stop", why)
+	}
+	if why, _ := dominatedCheck(0, 3, ws); why != "" {
+		t.Errorf("bar 0 disables the check: %q", why)
+	}
+}
+
 // synthRun builds n one-second windows whose throughput and P99 vary by
 // the given relative noise, and a pooled histogram of their latencies.
 func synthRun(n int, noise float64, seed uint64) ([]window, quantiler) {

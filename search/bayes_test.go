@@ -132,7 +132,7 @@ func TestBayesInfeasibleCap(t *testing.T) {
 	}
 	plain := (&Bayes{InfeasibleCap: -1}).observe(Request{Space: s, Objective: throughput, History: hist})
 	if plain.fy[0] != math.Log(3000) || plain.fy[1] != math.Log(200) {
-		t.Errorf("without the setting the infeasible trial reads %v, want log 3000", math.Exp(plain.fy[0]))
+		t.Errorf("as measured (-1) the infeasible trials read %v and %v, want 3000 and 200", math.Exp(plain.fy[0]), math.Exp(plain.fy[1]))
 	}
 	// 2 also floors at the lower quartile (of the four, the second
 	// smallest, 900 after the cap): 200 reads 900.

@@ -180,11 +180,12 @@ type fakeProber struct {
 
 	mu    sync.Mutex
 	calls int
+	bars  []float64 // each measured call's stopBelow, in call order
 }
 
 var _ Prober = (*fakeProber)(nil)
 
-func (p *fakeProber) Trial(ctx context.Context, ep runtime.Endpoints, phase func(store.TrialState)) (*probe.Result, error) {
+func (p *fakeProber) Trial(ctx context.Context, ep runtime.Endpoints, stopBelow float64, phase func(store.TrialState)) (*probe.Result, error) {
 	launches := p.rt.launches()
 	var n int
 	fmt.Sscanf(strings.TrimPrefix(ep.GRPC, "fake:"), "%d", &n)
@@ -200,6 +201,7 @@ func (p *fakeProber) Trial(ctx context.Context, ep runtime.Endpoints, phase func
 	p.mu.Lock()
 	p.calls++
 	call := p.calls
+	p.bars = append(p.bars, stopBelow)
 	p.mu.Unlock()
 	phase(store.TrialWarming)
 	phase(store.TrialMeasuring)

@@ -20,8 +20,12 @@ import (
 // measured (the server never became ready, refused every request, or ctx
 // ended); a measurement that ran but does not count comes back as a Result
 // marked invalid.
+//
+// stopBelow, when above 0, is the throughput the trial must exceed to
+// matter (the search's best so far): the measurement may stop as soon as
+// its throughput is certainly below it (probe.StopDominated).
 type Prober interface {
-	Trial(ctx context.Context, ep runtime.Endpoints, phase func(store.TrialState)) (*probe.Result, error)
+	Trial(ctx context.Context, ep runtime.Endpoints, stopBelow float64, phase func(store.TrialState)) (*probe.Result, error)
 }
 
 // StudyProber is the Prober for a study: real gRPC (or REST) traffic with
@@ -91,7 +95,7 @@ func Target(s *configs.Study, ep runtime.Endpoints) probe.Target {
 }
 
 // Trial implements Prober.
-func (p *StudyProber) Trial(ctx context.Context, ep runtime.Endpoints, phase func(store.TrialState)) (*probe.Result, error) {
+func (p *StudyProber) Trial(ctx context.Context, ep runtime.Endpoints, stopBelow float64, phase func(store.TrialState)) (*probe.Result, error) {
 	c, err := p.ready(ctx, ep, phase)
 	if err != nil {
 		return nil, err
@@ -102,6 +106,7 @@ func (p *StudyProber) Trial(ctx context.Context, ep runtime.Endpoints, phase fun
 		MinDuration: s.Load.MinDuration.D(),
 		MaxDuration: s.Load.MaxDuration.D(),
 		SLO:         studySLO(s),
+		StopBelow:   stopBelow,
 	})
 }
 

@@ -130,7 +130,7 @@ func (t *Tuner) runTrialIn(ctx context.Context, slot int, tr *store.Trial, launc
 	if cp, ok := t.prober.(CapacityProber); ok && t.objective.Kind == objective.MaxCapacity {
 		cm, err = cp.Capacity(tctx, srv.Endpoints(), phase)
 	} else {
-		res, err = t.prober.Trial(tctx, srv.Endpoints(), phase)
+		res, err = t.prober.Trial(tctx, srv.Endpoints(), t.stopBelow(tr, st), phase)
 	}
 	measured := func() json.RawMessage {
 		if cm != nil {
@@ -190,6 +190,19 @@ func (t *Tuner) runTrialIn(ctx context.Context, slot int, tr *store.Trial, launc
 	log.Info("trial ended", "state", v.State, "objective", deref(v.Objective), "feasible", v.Feasible,
 		"qps", res.QPS, "p99", res.Latency.P99, "stop", res.StopReason, "reason", v.Reason)
 	return t.transition(ctx, tr, v.State, st)
+}
+
+// stopBelow is the throughput a trial must exceed to matter, for the
+// probe's early stop (probe.StopDominated), or 0 for none. Only a search
+// trial under max_throughput has one: the best feasible objective so far.
+// Such a trial measured certainly below it cannot become the incumbent,
+// and its figure only needs the precision of the windows it has; a
+// confirmation or reference trial is a comparison, measured in full.
+func (t *Tuner) stopBelow(tr *store.Trial, st stage) float64 {
+	if tr.Role != store.RoleSearch || st.best == nil || t.objective.Kind != objective.MaxThroughput {
+		return 0
+	}
+	return *st.best
 }
 
 // interrupt records tr as interrupted and returns ErrInterrupted.

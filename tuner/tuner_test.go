@@ -476,3 +476,49 @@ func TestRulesRowsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// A search trial is measured with the best feasible objective so far as
+// the throughput to beat (the probe stops it once it is certainly below);
+// the first trial, and every confirmation and baseline trial, with none.
+func TestSearchTrialsStopBelowTheBestSoFar(t *testing.T) {
+	s := testStudy(t, "")
+	db := storetest.Open(t)
+	rt := &fakeRuntime{}
+	p := &fakeProber{rt: rt, surface: testSurface}
+	rep, err := newTestTuner(t, s, db, rt, p, nil).Run(context.Background(), RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var measured []store.Trial
+	for _, tr := range rep.Trials {
+		if tr.State != store.TrialRejected {
+			measured = append(measured, tr)
+		}
+	}
+	if len(p.bars) != len(measured) {
+		t.Fatalf("%d measurements for %d measured trials", len(p.bars), len(measured))
+	}
+	var best float64
+	var beaten, others int
+	for i, tr := range measured {
+		want := 0.0
+		if tr.Role == store.RoleSearch {
+			want = best
+			if tr.Feasible && tr.Objective != nil && *tr.Objective > best {
+				best = *tr.Objective
+			}
+		}
+		if p.bars[i] != want {
+			t.Errorf("trial %d (%s): measured with %g to beat, want %g", tr.Seq, tr.Role, p.bars[i], want)
+		}
+		switch {
+		case tr.Role == store.RoleSearch && want > 0:
+			beaten++
+		case tr.Role != store.RoleSearch:
+			others++
+		}
+	}
+	if beaten == 0 || others == 0 {
+		t.Errorf("%d search trials with a bar and %d others: the run should have both", beaten, others)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/report"
 	"github.com/batchtune/batchtune/store"
 	"github.com/batchtune/batchtune/tuner"
@@ -229,8 +230,19 @@ func trialLine(e tuner.Event) string {
 	}
 	if tr.Reason != "" && !tr.Feasible {
 		s += "  [" + truncate(tr.Reason, 90) + "]"
+	} else if stoppedDominated(tr) {
+		s += "  [stopped early: certainly below the best so far]"
 	}
 	return s
+}
+
+// stoppedDominated reports whether tr's measurement stopped once it was
+// certainly below the search's best so far (probe.StopDominated).
+func stoppedDominated(tr *store.Trial) bool {
+	var m struct {
+		StopReason probe.StopReason `json:"stop_reason"`
+	}
+	return len(tr.Measurement) > 0 && json.Unmarshal(tr.Measurement, &m) == nil && m.StopReason == probe.StopDominated
 }
 
 // redraw writes the status line; p.mu is held.
