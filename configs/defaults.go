@@ -157,7 +157,7 @@ var fieldDocs = map[string]string{
 	"load.warmup.until_settled": "Then warm up until the latency of successive windows settles.",
 	"load.warmup.max_duration":  "Longest warmup.",
 	"load.min_duration":         "A trial measures until its figures are stable (3 one-second windows at the\nfewest), but at least min_duration",
-	"load.max_duration":         "and at most max_duration.",
+	"load.max_duration":         "and at most max_duration. It stops sooner once it has certainly broken the SLO,\nor, a search trial under max_throughput, once its throughput is certainly\n(99.9%, over 3 windows at the fewest) below the best so far.",
 
 	"slo":            "The service-level objective a configuration must meet to be feasible.",
 	"slo.latency":    "Required. Latency bound of the quantile below, e.g. 80ms. batch_timeout_micros\nabove a third of it is rejected before it runs.",
