@@ -6,6 +6,9 @@
 #
 #   experiments/demo/ab.sh BIN_A BIN_B OUTDIR [FIRST [LAST]]   (default 1 10)
 #
+# STUDY=FILE in the environment runs that study instead of the embedded
+# demo (--config FILE).
+#
 # Build the binaries first, e.g. the commit before a change into one
 # directory and after it into another (go build -o DIR/batchtune
 # ./cmd/batchtune in each checkout); bin/tfs-emulator is the stand-in both
@@ -18,12 +21,12 @@ a=$1 b=$2 out=$3
 first=${4:-1}
 last=${5:-10}
 mkdir -p "$out/a" "$out/b"
-echo "# $(date -u +%FT%TZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); A=$a B=$b"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); A=$a B=$b study=${STUDY:-the embedded demo}"
 one() { # label binary dir seed
   local home start end
   home=$(mktemp -d)
   start=$(date +%s)
-  BATCHTUNE_HOME=$home "$2" tune --seed "$4" --json >"$3/seed-$4.json" 2>"$3/seed-$4.log" || true
+  BATCHTUNE_HOME=$home "$2" tune ${STUDY:+--config "$STUDY"} --seed "$4" --json >"$3/seed-$4.json" 2>"$3/seed-$4.log" || true
   end=$(date +%s)
   rm -rf "$home"
   python3 experiments/demo/summarize.py "$3/seed-$4.json" "$1 seed $4" "$((end - start))"
