@@ -11,8 +11,8 @@
 #
 # Build the binaries first, e.g. the commit before a change into one
 # directory and after it into another (go build -o DIR/batchtune
-# ./cmd/batchtune in each checkout); bin/tfs-emulator is the stand-in both
-# measure. Writes OUTDIR/{a,b}/seed-K.{json,log} and prints one line per
+# ./cmd/batchtune in each checkout); the script builds bin/tfs-emulator,
+# the stand-in both measure. Writes OUTDIR/{a,b}/seed-K.{json,log} and prints one line per
 # run (experiments/demo/summarize.py).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,6 +20,8 @@ cd "$root"
 a=$1 b=$2 out=$3
 first=${4:-1}
 last=${5:-10}
+export PATH=$PATH:/usr/local/go/bin
+make -s build
 mkdir -p "$out/a" "$out/b"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); A=$a B=$b study=${STUDY:-the embedded demo}"
 one() { # label binary dir seed
