@@ -180,6 +180,12 @@ type Bayes struct {
 	// sixteenth session) it won and lost none of 26 comparisons
 	// (experiments/search-bench).
 	QueueInput int
+	// Thompson, when 1, chooses each suggestion after the initial design
+	// by a draw from the models' joint posterior over the candidates
+	// (thompson.go) instead of by the highest expected improvement: the
+	// draw's best among the candidates whose drawn margin meets the SLO.
+	// 0 or -1: off, the default.
+	Thompson int
 	// LengthscalePrior chooses the models' prior on their lengthscales: 0
 	// the default (log-normal around 1, the unit cube's width), 1 the
 	// dimension-scaled prior of Hvarfner et al. (gp.go, dimScaledPrior).
@@ -440,6 +446,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.InfeasibleCap < -1 || b.InfeasibleCap > 2 {
 		ps.Add("search.settings.infeasible_cap", "must be 0 or 2 (infeasible trials' objectives clamped between the lower quartile and the best feasible one, the default), 1 (capped at the best feasible one only) or -1 (as measured), got %d", b.InfeasibleCap)
+	}
+	if b.Thompson < -1 || b.Thompson > 1 {
+		ps.Add("search.settings.thompson", "must be 1 (suggestions drawn from the models' posterior) or 0 or -1 (off, the default: expected improvement), got %d", b.Thompson)
 	}
 	if b.QueueInput < -1 || b.QueueInput > 1 {
 		ps.Add("search.settings.queue_input", "must be 1 (the share of the rows the queue holds as a model input) or 0 or -1 (off, the default), got %d", b.QueueInput)
@@ -1256,9 +1265,16 @@ func (b *Bayes) acquire(ctx context.Context, req Request, st bayesSettings, obs 
 		if haveBest {
 			reason = "expected-improvement"
 		}
+		thompson := false
+		if haveBest && b.Thompson == 1 {
+			rng := rand.New(rand.NewPCG(req.Seed, uint64(len(req.History))<<8|uint64(len(out))))
+			if j := thompsonPick(acq, used, rng, fgp, fpost, cgp, cpost, split, lgp, lpost); j >= 0 {
+				pick, reason, thompson = j, "thompson", true
+			}
+		}
 		// The trust region wins unless the whole space offers clearly
 		// more (regionOdds times the acquisition).
-		if pickTR >= 0 && acq[pickTR] >= acq[pick]-math.Log(regionOdds) {
+		if !thompson && pickTR >= 0 && acq[pickTR] >= acq[pick]-math.Log(regionOdds) {
 			pick, reason = pickTR, "trust-region"
 		}
 		used[pick] = true

@@ -88,6 +88,7 @@ var registry = []StrategySpec{
 		intSetting("race", func(b *Bayes, v int) { b.Race = v }),
 		intSetting("infeasible_cap", func(b *Bayes, v int) { b.InfeasibleCap = v }),
 		intSetting("queue_input", func(b *Bayes, v int) { b.QueueInput = v }),
+		intSetting("thompson", func(b *Bayes, v int) { b.Thompson = v }),
 	}},
 }
 
