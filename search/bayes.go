@@ -184,7 +184,11 @@ type Bayes struct {
 	// by a draw from the models' joint posterior over the candidates
 	// (thompson.go) instead of by the highest expected improvement: the
 	// draw's best among the candidates whose drawn margin meets the SLO.
-	// 0 or -1: off, the default.
+	// 0 or -1: off, the default: at 100 seeds on the thirteen design
+	// surfaces (2026-12-07, eighteenth session) it won none and lost 2 of
+	// 26 comparisons after Holm's correction (ranker-small's 99% 9 -> 11
+	// trials, cap-ranker-loose's 99% 21 -> 27), and no pick moved
+	// (experiments/search-bench).
 	Thompson int
 	// LengthscalePrior chooses the models' prior on their lengthscales: 0
 	// the default (log-normal around 1, the unit cube's width), 1 the

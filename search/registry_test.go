@@ -90,6 +90,9 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"trend", "1", "2", func(b *Bayes) float64 { return float64(b.Trend) }, 1},
 		{"warp", "1", "2", func(b *Bayes) float64 { return float64(b.Warp) }, 1},
 		{"race", "1", "2", func(b *Bayes) float64 { return float64(b.Race) }, 1},
+		{"thompson", "1", "2", func(b *Bayes) float64 { return float64(b.Thompson) }, 1},
+		{"infeasible_cap", "-1", "3", func(b *Bayes) float64 { return float64(b.InfeasibleCap) }, -1},
+		{"queue_input", "1", "2", func(b *Bayes) float64 { return float64(b.QueueInput) }, 1},
 	} {
 		st, err := New("bayes", map[string]string{tc.name: tc.good})
 		if err != nil {

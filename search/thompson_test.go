@@ -106,3 +106,45 @@ func TestThompsonPickRespectsTheConstraint(t *testing.T) {
 		t.Errorf("with every draw over the SLO picked candidate %d, want one of the least over (0..2)", j)
 	}
 }
+
+// With Thompson 1 a suggestion after the design is a draw's pick: labelled
+// so, unseen, the same for the same seed and history, and n picks of one
+// call are distinct.
+func TestBayesThompsonSuggests(t *testing.T) {
+	s := conformanceSpace(t)
+	hist := run(t, &Bayes{}, s, 7, 1, 12)
+	seen := map[string]bool{}
+	for _, tr := range hist {
+		seen[tr.Config.Key()] = true
+	}
+	req := Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 7}
+	a, err := (&Bayes{Thompson: 1}).Suggest(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&Bayes{Thompson: 1}).Suggest(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != 1 || a[0].Reason != "thompson" {
+		t.Fatalf("got %+v, want one suggestion labelled thompson", a)
+	}
+	if seen[a[0].Config.Key()] {
+		t.Errorf("suggested %v, which the history already ran", a[0].Config)
+	}
+	if a[0].Config.Key() != b[0].Config.Key() {
+		t.Errorf("the same seed and history suggested %v, then %v", a[0].Config, b[0].Config)
+	}
+	req.N = 3
+	many, err := (&Bayes{Thompson: 1}).Suggest(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, sg := range many {
+		keys[sg.Config.Key()] = true
+	}
+	if len(many) != 3 || len(keys) != 3 {
+		t.Errorf("got %d suggestions, %d distinct, want 3 and 3", len(many), len(keys))
+	}
+}
