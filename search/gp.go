@@ -416,25 +416,30 @@ func (g *gp) predict(xs [][]float64) *posterior {
 // sd is the latent standard deviation at candidate j.
 func (p *posterior) sd(j int) float64 { return math.Sqrt(p.vari[j]) }
 
+// cov is the latent posterior covariance of candidates j and k (in the
+// standardised units), the believer's fantasies applied.
+func (p *posterior) cov(j, k int) float64 {
+	n := len(p.g.x)
+	rj, rk := p.v.Data[j*n:(j+1)*n], p.v.Data[k*n:(k+1)*n]
+	c := p.g.kern(p.xs[j], p.xs[k])
+	for i := range n {
+		c -= rj[i] * rk[i]
+	}
+	for _, f := range p.fantasies {
+		c -= f[j] * f[k]
+	}
+	return c
+}
+
 // believe conditions the posterior on a fantasy observation at candidate
 // j equal to its mean (kriging believer): means are unchanged, variances
 // shrink around j. Cost O(m (n + fantasies)).
 func (p *posterior) believe(j int) {
-	n := len(p.g.x)
 	m := len(p.xs)
-	rowJ := p.v.Data[j*n : (j+1)*n]
 	denom := math.Sqrt(p.vari[j] + p.g.sn2)
 	f := make([]float64, m)
 	for c := range m {
-		row := p.v.Data[c*n : (c+1)*n]
-		cov := p.g.kern(p.xs[c], p.xs[j])
-		for i := range n {
-			cov -= row[i] * rowJ[i]
-		}
-		for _, prev := range p.fantasies {
-			cov -= prev[c] * prev[j]
-		}
-		f[c] = cov / denom
+		f[c] = p.cov(c, j) / denom
 	}
 	for c := range m {
 		p.vari[c] = math.Max(p.vari[c]-f[c]*f[c], 1e-12)

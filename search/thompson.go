@@ -31,20 +31,11 @@ const thompsonPool = 128
 // model's original units) from its joint posterior, or nil when the
 // covariance cannot be factorised.
 func jointDraw(p *posterior, g *gp, idx []int, rng *rand.Rand) []float64 {
-	n, m := len(g.x), len(idx)
+	m := len(idx)
 	cov := mat.NewSymDense(m, nil)
 	for a, j := range idx {
-		rj := p.v.Data[j*n : (j+1)*n]
 		for b := a; b < m; b++ {
-			k := idx[b]
-			rk := p.v.Data[k*n : (k+1)*n]
-			c := g.kern(p.xs[j], p.xs[k])
-			for i := range n {
-				c -= rj[i] * rk[i]
-			}
-			for _, f := range p.fantasies {
-				c -= f[j] * f[k]
-			}
+			c := p.cov(j, idx[b])
 			if a == b {
 				c = math.Max(c, 0) + 1e-9
 			}
