@@ -190,6 +190,14 @@ type Bayes struct {
 	// trials, cap-ranker-loose's 99% 21 -> 27), and no pick moved
 	// (experiments/search-bench).
 	Thompson int
+	// Additive, when 1, gives every model's kernel a first-order additive
+	// part beside the full Matérn 5/2 one (gp.go, additive): sa2 times the
+	// mean over the inputs of a one-dimensional Matérn correlation, the
+	// lengthscales shared and sa2 fitted with the other hyperparameters,
+	// so that what one parameter does (a short queue against a long one)
+	// is carried across the values of the others after a few noisy trials.
+	// 0 or -1: off, the default.
+	Additive int
 	// LengthscalePrior chooses the models' prior on their lengthscales: 0
 	// the default (log-normal around 1, the unit cube's width), 1 the
 	// dimension-scaled prior of Hvarfner et al. (gp.go, dimScaledPrior).
@@ -453,6 +461,9 @@ func (b *Bayes) Validate(*Space) error {
 	}
 	if b.Thompson < -1 || b.Thompson > 1 {
 		ps.Add("search.settings.thompson", "must be 1 (suggestions drawn from the models' posterior) or 0 or -1 (off, the default: expected improvement), got %d", b.Thompson)
+	}
+	if b.Additive < -1 || b.Additive > 1 {
+		ps.Add("search.settings.additive", "must be 1 (a first-order additive part in the models' kernels) or 0 or -1 (off, the default), got %d", b.Additive)
 	}
 	if b.QueueInput < -1 || b.QueueInput > 1 {
 		ps.Add("search.settings.queue_input", "must be 1 (the share of the rows the queue holds as a model input) or 0 or -1 (off, the default), got %d", b.QueueInput)
@@ -1036,9 +1047,9 @@ func (b *Bayes) splitRows(req Request) int {
 }
 
 // gpPrior is what the models assume of d inputs (LengthscalePrior, Trend,
-// Warp).
+// Warp, Additive).
 func (b *Bayes) gpPrior(d int) gpPrior {
-	p := gpPrior{ls: lsPrior, trend: b.Trend == 1, warp: b.Warp == 1}
+	p := gpPrior{ls: lsPrior, trend: b.Trend == 1, warp: b.Warp == 1, additive: b.Additive == 1}
 	if b.LengthscalePrior == 1 {
 		p.ls = dimScaledPrior(d)
 	}

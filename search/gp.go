@@ -16,14 +16,16 @@ import (
 // gp is Gaussian-process regression with a Matérn 5/2 ARD kernel over the
 // space's unit-cube features, a constant mean (the data's), and Gaussian
 // observation noise; with gpPrior.trend the kernel has a linear term too
-// (linear), and with gpPrior.warp each input passes through a fitted
-// Kumaraswamy CDF first (kuma). Targets are standardised; predictions are returned in the
+// (linear), with gpPrior.additive a first-order additive part (additive),
+// and with gpPrior.warp each input passes through a fitted Kumaraswamy CDF
+// first (kuma). Targets are standardised; predictions are returned in the
 // standardised units and scale converts them back.
 type gp struct {
 	x          [][]float64
 	ls         []float64 // lengthscale per dimension
 	sf2, sn2   float64   // signal and noise variance (standardised units)
 	sl2        float64   // the linear term's variance (0: none)
+	sa2        float64   // the additive part's variance (0: none)
 	warp       []kuma    // each input's warping (nil: none); x holds the warped inputs
 	mean, std  float64   // standardisation of the targets
 	u          blas64.Triangular
@@ -53,12 +55,13 @@ type logPrior struct{ mean, sd, lo, hi float64 }
 
 // gpPrior is what a model assumes before it sees a trial: the prior on
 // its log lengthscales (lsPrior, or dimScaledPrior), whether its kernel
-// has a linear term (Bayes.Trend), and whether its inputs are warped
-// (Bayes.Warp).
+// has a linear term (Bayes.Trend) or an additive part (Bayes.Additive),
+// and whether its inputs are warped (Bayes.Warp).
 type gpPrior struct {
-	ls    logPrior
-	trend bool
-	warp  bool // each input through a fitted Kumaraswamy CDF (Bayes.Warp)
+	ls       logPrior
+	trend    bool
+	warp     bool // each input through a fitted Kumaraswamy CDF (Bayes.Warp)
+	additive bool // a first-order additive part in the kernel (Bayes.Additive)
 }
 
 // warpPrior is the prior on each of a Kumaraswamy CDF's log shape
@@ -122,6 +125,29 @@ func linear(a, b []float64) float64 {
 	return 4 * v / float64(len(a))
 }
 
+// sa2Prior is the weak prior on the additive part's log variance, in the
+// standardised units: centred on the full Matérn part's (sf2Prior), so that
+// before the data speak the two explain the targets' variance about
+// equally.
+var sa2Prior = logPrior{mean: 0, sd: 1.5, lo: math.Log(1e-4), hi: math.Log(100)}
+
+// additive is the additive part's correlation of two inputs: the mean over
+// the dimensions of a one-dimensional Matérn 5/2 correlation at that
+// dimension's scaled distance, the lengthscales shared with the full part.
+// With a variance of its own (gp.sa2) beside the full part it is the
+// first- plus full-order additive kernel of Duvenaud, Nickisch and
+// Rasmussen ("Additive Gaussian processes", NeurIPS 2011): what one
+// parameter does is carried across the values of the others, which with
+// a few noisy trials a kernel of the full distance alone cannot do (two
+// trials that differ in the queue and in the batch size are far apart).
+func additive(a, b, ls []float64) float64 {
+	var v float64
+	for i := range a {
+		v += matern52(math.Abs(a[i]-b[i]) / ls[i])
+	}
+	return v / float64(len(a))
+}
+
 // dimScaledPrior is the lengthscale prior of Hvarfner, Hellsten and Nardi
 // ("Vanilla Bayesian optimization performs great in high dimensions",
 // ICML 2024): log-normal with median e^(√2 + ln(d)/2) and σ √3, so that
@@ -176,9 +202,9 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gp
 	for i, j := range sub {
 		sx[i], sy[i] = x[j], ys[j]
 	}
-	ml := newMarginal(sx, sy, prior.trend, prior.warp)
+	ml := newMarginal(sx, sy, prior.trend, prior.warp, prior.additive)
 	ml.ls = ls
-	nt := ml.w0 // log ls₁..d, log sf2, log sn2[, log sl2][, log a₁, log b₁ … log a_d, log b_d]
+	nt := ml.w0 // log ls₁..d, log sf2, log sn2[, log sl2][, log sa2][, log a₁, log b₁ … log a_d, log b_d]
 	if prior.warp {
 		nt += 2 * d
 	}
@@ -196,6 +222,9 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gp
 		init[d], init[d+1] = s[1], s[2]
 		if prior.trend {
 			init[d+2] = sl2Prior.mean
+		}
+		if prior.additive {
+			init[ml.ai] = sa2Prior.mean
 		}
 		// The warpings start at the identity (log a = log b = 0).
 		prob := optimize.Problem{
@@ -233,6 +262,9 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gp
 		if prior.trend {
 			theta[d+2] = sl2Prior.mean
 		}
+		if prior.additive {
+			theta[ml.ai] = sa2Prior.mean
+		}
 	}
 	g := &gp{x: x, mean: mean, std: std, fitPoints: len(sub), fitFailure: fitErr}
 	if prior.warp {
@@ -253,6 +285,9 @@ func fitGP(ctx context.Context, x [][]float64, y []float64, fitMax int, prior gp
 	g.sn2 = math.Exp(sn2Prior.clamp(theta[d+1]))
 	if prior.trend {
 		g.sl2 = math.Exp(sl2Prior.clamp(theta[d+2]))
+	}
+	if prior.additive {
+		g.sa2 = math.Exp(sa2Prior.clamp(theta[ml.ai]))
 	}
 	if err := g.condition(ys); err != nil {
 		return nil, err
@@ -361,6 +396,9 @@ func (g *gp) kern(a, b []float64) float64 {
 	if g.sl2 > 0 {
 		k += g.sl2 * linear(a, b)
 	}
+	if g.sa2 > 0 {
+		k += g.sa2 * additive(a, b, g.ls)
+	}
 	return k
 }
 
@@ -448,30 +486,36 @@ func (p *posterior) believe(j int) {
 }
 
 // marginal evaluates the negative log marginal likelihood (plus priors) of
-// the hyperparameters θ = (log ls₁..d, log sf2, log sn2[, log sl2][,
-// log a₁, log b₁, …, log a_d, log b_d]) and its gradient.
+// the hyperparameters θ = (log ls₁..d, log sf2, log sn2[, log sl2][, log
+// sa2][, log a₁, log b₁, …, log a_d, log b_d]) and its gradient.
 type marginal struct {
 	x          [][]float64
 	y          []float64
 	ls         logPrior    // prior on the log lengthscales
 	diff2      [][]float64 // per dimension, (x_a - x_b)² for a, b in row-major n×n
 	lin        []float64   // linear(x_a, x_b) in row-major n×n; nil without the linear term
+	ai         int         // index in θ of log sa2; 0 without the additive part
 	w0         int         // index in θ of the first warping parameter
 	wx         [][]float64 // the warped inputs at the last θ (warp only)
 	dwa, dwb   [][]float64 // their derivatives in log a and log b
 	rbuf, ebuf []float64   // per-pair scratch
+	abuf       []float64   // per pair, the additive correlation (additive)
 	// cache of the last evaluation
 	last []float64
 	f    float64
 	g    []float64
 }
 
-func newMarginal(x [][]float64, y []float64, trend, warp bool) *marginal {
+func newMarginal(x [][]float64, y []float64, trend, warp, additive bool) *marginal {
 	n, d := len(x), len(x[0])
 	ml := &marginal{x: x, y: y, diff2: make([][]float64, d), w0: d + 2}
 	if trend {
 		ml.w0++
 		ml.lin = make([]float64, n*n)
+	}
+	if additive {
+		ml.ai = ml.w0
+		ml.w0++
 	}
 	for k := range d {
 		ml.diff2[k] = make([]float64, n*n)
@@ -541,6 +585,10 @@ func (ml *marginal) eval(theta []float64) {
 	if ml.lin != nil {
 		sl2 = math.Exp(theta[d+2])
 	}
+	var sa2 float64
+	if ml.ai > 0 {
+		sa2 = math.Exp(theta[ml.ai])
+	}
 	if ml.wx != nil {
 		for a, x := range ml.x {
 			for k := range d {
@@ -555,6 +603,7 @@ func (ml *marginal) eval(theta []float64) {
 	// the exponential dominates the cost.
 	r := ml.rbuf[:0]
 	e := ml.ebuf[:0]
+	ad := ml.abuf[:0]
 	kmat := mat.NewSymDense(n, nil)
 	for a := range n {
 		for b := a; b < n; b++ {
@@ -569,13 +618,21 @@ func (ml *marginal) eval(theta []float64) {
 			if ml.lin != nil {
 				v += sl2 * ml.lin[a*n+b]
 			}
+			if sa2 > 0 {
+				var c float64
+				for k := range d {
+					c += matern52(math.Sqrt(ml.diff2[k][a*n+b] * inv[k]))
+				}
+				ad = append(ad, c/float64(d))
+				v += sa2 * ad[len(ad)-1]
+			}
 			if a == b {
 				v += sn2 + 1e-9
 			}
 			kmat.SetSym(a, b, v)
 		}
 	}
-	ml.rbuf, ml.ebuf = r, e
+	ml.rbuf, ml.ebuf, ml.abuf = r, e, ad
 	var ch mat.Cholesky
 	if !ch.Factorize(kmat) {
 		// Not positive definite at these hyperparameters: a large value
@@ -609,7 +666,7 @@ func (ml *marginal) eval(theta []float64) {
 	// off-diagonal pairs counted twice.
 	w := kinv.RawSymmetric()
 	al := alpha.RawVector().Data
-	var gsf, gsn, gsl float64
+	var gsf, gsn, gsl, gsa float64
 	p := 0
 	for a := range n {
 		for b := a; b < n; b, p = b+1, p+1 {
@@ -631,6 +688,14 @@ func (ml *marginal) eval(theta []float64) {
 				for k := range d {
 					ml.g[ml.w0+2*k] += l * (ml.dwa[a][k]*(wb[k]-0.5) + (wa[k]-0.5)*ml.dwa[b][k])
 					ml.g[ml.w0+2*k+1] += l * (ml.dwb[a][k]*(wb[k]-0.5) + (wa[k]-0.5)*ml.dwb[b][k])
+				}
+			}
+			if sa2 > 0 {
+				if a == b {
+					gsa += wab * sa2 * ad[p]
+				} else {
+					gsa += 2 * wab * sa2 * ad[p]
+					ml.additiveGrad(a, b, 2*wab*sa2/float64(d)*5/3, inv)
 				}
 			}
 			if a == b {
@@ -667,6 +732,9 @@ func (ml *marginal) eval(theta []float64) {
 	if ml.lin != nil {
 		ml.g[d+2] = 0.5 * gsl
 	}
+	if ml.ai > 0 {
+		ml.g[ml.ai] = 0.5 * gsa
+	}
 
 	for k := range d {
 		v, gk := ml.ls.penalty(theta[k])
@@ -684,10 +752,37 @@ func (ml *marginal) eval(theta []float64) {
 		f += v
 		ml.g[d+2] += gk
 	}
+	if ml.ai > 0 {
+		v, gk = sa2Prior.penalty(theta[ml.ai])
+		f += v
+		ml.g[ml.ai] += gk
+	}
 	for k := ml.w0; ml.wx != nil && k < len(theta); k++ {
 		v, gk = warpPrior.penalty(theta[k])
 		f += v
 		ml.g[k] += gk
 	}
 	ml.f = f
+}
+
+// additiveGrad adds the additive part's share of the pair (a, b) (a ≠ b)
+// to the gradient: ∂M(r_k)/∂log ls_k = 5/3 (1 + √5 r_k) e^{−√5 r_k} r_k²
+// per dimension, to be halved with the full part's; and with warping,
+// ∂M(r_k)/∂Δw_k² = −5/6 (1 + √5 r_k) e^{−√5 r_k} / ls_k² times ∂Δw_k²/∂θ
+// = 2 Δw_k Δ∂w_k, the ½ applied here as for the full part. c is
+// 2 W_ab · sa2/d · 5/3: the pair's double count, the part's variance and
+// its mean over the dimensions.
+func (ml *marginal) additiveGrad(a, b int, c float64, inv []float64) {
+	n := len(ml.x)
+	for k := range inv {
+		rk2 := ml.diff2[k][a*n+b] * inv[k]
+		rk := math.Sqrt(rk2)
+		ek := (1 + sqrt5*rk) * math.Exp(-sqrt5*rk)
+		ml.g[k] += c * ek * rk2
+		if ml.wx != nil {
+			cw := -c / 2 * ek * inv[k] * (ml.wx[a][k] - ml.wx[b][k])
+			ml.g[ml.w0+2*k] += cw * (ml.dwa[a][k] - ml.dwa[b][k])
+			ml.g[ml.w0+2*k+1] += cw * (ml.dwb[a][k] - ml.dwb[b][k])
+		}
+	}
 }

@@ -89,6 +89,7 @@ var registry = []StrategySpec{
 		intSetting("infeasible_cap", func(b *Bayes, v int) { b.InfeasibleCap = v }),
 		intSetting("queue_input", func(b *Bayes, v int) { b.QueueInput = v }),
 		intSetting("thompson", func(b *Bayes, v int) { b.Thompson = v }),
+		intSetting("additive", func(b *Bayes, v int) { b.Additive = v }),
 	}},
 }
 

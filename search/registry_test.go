@@ -91,6 +91,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"warp", "1", "2", func(b *Bayes) float64 { return float64(b.Warp) }, 1},
 		{"race", "1", "2", func(b *Bayes) float64 { return float64(b.Race) }, 1},
 		{"thompson", "1", "2", func(b *Bayes) float64 { return float64(b.Thompson) }, 1},
+		{"additive", "1", "2", func(b *Bayes) float64 { return float64(b.Additive) }, 1},
 		{"infeasible_cap", "-1", "3", func(b *Bayes) float64 { return float64(b.InfeasibleCap) }, -1},
 		{"queue_input", "1", "2", func(b *Bayes) float64 { return float64(b.QueueInput) }, 1},
 	} {
