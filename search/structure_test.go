@@ -220,8 +220,9 @@ func TestBayesDesignBracketsTheBatchSize(t *testing.T) {
 // A max_capacity study holds no rows in flight, but its burst's
 // concurrency is a guess of them: with burst_starts 1 its design starts
 // with the splits of the burst's rows (the same points a throughput study
-// with that many rows in flight gets); by default (0, or -1) they are left
-// out. Without a burst (an open-loop study) there is nothing to split.
+// with that many rows in flight gets), with 2 it runs them after TF's
+// defaults and the recipe; by default (0, or -1) they are left out.
+// Without a burst (an open-loop study) there is nothing to split.
 func TestBayesCapacityDesignSplitsTheBurst(t *testing.T) {
 	capacity := Objective{Kind: MaxCapacity, ErrorBudget: 0.01}
 	burst := batchSpace(t, 1, 0)
@@ -233,6 +234,7 @@ func TestBayesCapacityDesignSplitsTheBurst(t *testing.T) {
 		want  []string
 	}{
 		{burst, 1, []string{"split", "split", "split", "split-small", "tf-defaults-nearest", "recipe"}},
+		{burst, 2, []string{"tf-defaults-nearest", "recipe", "split", "split", "split", "split-small"}},
 		{burst, 0, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
 		{burst, -1, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
 		{batchSpace(t, 1, 0), 1, []string{"tf-defaults-nearest", "recipe", "space-filling", "space-filling", "space-filling", "space-filling"}},
@@ -242,12 +244,14 @@ func TestBayesCapacityDesignSplitsTheBurst(t *testing.T) {
 			t.Fatal(err)
 		}
 		var reasons []string
+		splits := 0
 		for i, sg := range out {
 			reasons = append(reasons, sg.Reason)
 			if sg.Reason != "split" {
 				continue
 			}
-			if c, _ := throughput.Split([]int64{1, 2, 4}[i]); !sg.Config.Equal(c) {
+			splits++
+			if c, _ := throughput.Split([]int64{1, 2, 4}[splits-1]); !sg.Config.Equal(c) {
 				t.Errorf("burst_starts %d: start %d %s, want the throughput study's Split %s", tc.burst, i, sg.Config, c)
 			}
 		}
