@@ -461,6 +461,23 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 	if diff := cmp.Diff([]string{"split", "split", "split", "tf-defaults-nearest", "tf-defaults-auto", "recipe", "space-filling"}, reasons); diff != "" {
 		t.Errorf("auto_cores 2: design reasons (-want +got):\n%s", diff)
 	}
+	// auto_cores 3: the splits at the core count, TF's defaults both ways.
+	out, err = (&Bayes{AutoCores: 3}).Suggest(t.Context(), Request{Space: s, Objective: throughput, N: 7, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons = nil
+	for _, sg := range out {
+		reasons = append(reasons, sg.Reason)
+		want := map[string]int64{"split": 2, "tf-defaults-nearest": 1, "tf-defaults-auto": 2}[sg.Reason]
+		if want != 0 && s.value(sg.Config, InterOpParallelism) != want {
+			t.Errorf("auto_cores 3: %s start %s, want inter-op %d", sg.Reason, sg.Config, want)
+		}
+	}
+	// (No recipe either: at the core count Split(1) is the recipe's point.)
+	if diff := cmp.Diff([]string{"split", "split", "split", "tf-defaults-nearest", "tf-defaults-auto", "space-filling", "space-filling"}, reasons); diff != "" {
+		t.Errorf("auto_cores 3: design reasons (-want +got):\n%s", diff)
+	}
 	if c := build([]int64{1, 2, 4}).Defaults(); build([]int64{1, 2, 4}).value(c, InterOpParallelism) != 1 {
 		t.Errorf("Defaults() = %s: want the space's smallest inter-op value, as before", c)
 	}
