@@ -246,7 +246,9 @@ type Bayes struct {
 	// Fillable, when 1, takes Split's starting points as SplitFull's: a
 	// batch the rows in the server can fill, rounded down where Split
 	// rounds up. 0: off, the default: on the ten design surfaces it won
-	// no comparison and lost one, mlp-mid's 99% 60 -> 65 trials
+	// no comparison and lost one, mlp-mid's 99% 60 -> 65 trials; at 100
+	// seeds on the thirteen (2026-12-07, nineteenth session) it won and
+	// lost none after Holm's correction, only mlp-mid's runs changing
 	// (experiments/search-bench).
 	Fillable int
 	// BurstStarts, when 1, gives max_capacity studies the structural
@@ -306,7 +308,9 @@ type Bayes struct {
 	// 10 of 26 comparisons (ranker 13 -> 2 trials to 95%, cap-mlp-wide 1
 	// -> 10), 2 won 3 and lost 12; at 100 seeds (2026-12-07, nineteenth
 	// session) 1 won 5 and lost 2 after Holm's correction (ranker 18 -> 2,
-	// cap-mlp-wide 1 -> 9; experiments/search-bench).
+	// cap-mlp-wide 1 -> 9), and 3 won 2 and lost 1 there (mlp 12 -> 14)
+	// but won 2 and lost 3 of 28 on the older held-out surfaces (mlp-loose
+	// 17 -> 4, mlp-small 6 -> 10; experiments/search-bench).
 	AutoCores int
 	// Ranked chooses how Rank orders the configurations measured
 	// feasible: 0 or 1 by the models (the objective model's posterior
