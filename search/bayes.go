@@ -263,7 +263,9 @@ type Bayes struct {
 	// 100 seeds (2026-12-07, nineteenth session) it won 6 and lost 1 of 26
 	// after Holm's correction (cap-ranker 28 -> 15 trials to 95%; the same
 	// cap-mlp-wide loss, 1 -> 4). 2: the same starts after TF's defaults
-	// and the recipe.
+	// and the recipe: won 6 and lost none there, but lost 4 of 28 held out
+	// (cap-ranker-grpc 11 -> 20 trials to 95%, its burst's splits running
+	// batches too large for its 40 ms SLO, and too few gRPC threads).
 	BurstStarts int
 	// FitDefaults, when 1, cuts the TF-defaults start's max_batch_size to
 	// the smallest value the space holds that is at least the rows that
