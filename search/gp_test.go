@@ -142,13 +142,7 @@ func TestGPWarpFitsANonStationaryFunction(t *testing.T) {
 				t.Errorf("x0's warping %+v is about the identity", w)
 			}
 		}
-		p := g.predict(test)
-		var se float64
-		for j, v := range test {
-			e := p.mu[j]*g.std + g.mean - f(v)
-			se += e * e
-		}
-		return math.Sqrt(se / float64(len(test)))
+		return heldOutRMSE(g, test, f)
 	}
 	with, without := rmse(true), rmse(false)
 	t.Logf("held-out RMSE with warping %.3f, without %.3f", with, without)
@@ -292,17 +286,23 @@ func TestGPAdditiveCarriesAnEffect(t *testing.T) {
 		if additive && g.sa2 < 0.1*g.sf2 {
 			t.Errorf("the additive part's variance %.3g is under a tenth of the full part's %.3g on an additive function", g.sa2, g.sf2)
 		}
-		p := g.predict(test)
-		var s float64
-		for j, xj := range test {
-			d := p.mu[j]*g.std + g.mean - f(xj)
-			s += d * d
-		}
-		return math.Sqrt(s / float64(len(test)))
+		return heldOutRMSE(g, test, f)
 	}
 	with, without := rmse(true), rmse(false)
 	t.Logf("held-out RMSE: %.3f with the additive part, %.3f without", with, without)
 	if with > 0.8*without {
 		t.Errorf("held-out RMSE %.3f with the additive part against %.3f without: want at least 20%% lower", with, without)
 	}
+}
+
+// heldOutRMSE is the root mean squared error of g's posterior mean, in the
+// targets' units, against f at the points xs.
+func heldOutRMSE(g *gp, xs [][]float64, f func([]float64) float64) float64 {
+	p := g.predict(xs)
+	var se float64
+	for j, x := range xs {
+		e := p.mu[j]*g.std + g.mean - f(x)
+		se += e * e
+	}
+	return math.Sqrt(se / float64(len(xs)))
 }
