@@ -312,7 +312,12 @@ type Bayes struct {
 	// session) 1 won 5 and lost 2 after Holm's correction (ranker 18 -> 2,
 	// cap-mlp-wide 1 -> 9), and 3 won 2 and lost 1 there (mlp 12 -> 14)
 	// but won 2 and lost 3 of 28 on the older held-out surfaces (mlp-loose
-	// 17 -> 4, mlp-small 6 -> 10; experiments/search-bench).
+	// 17 -> 4, mlp-small 6 -> 10; experiments/search-bench). 4 reads
+	// auto by measurement: where there are splits, Split(1) runs snapped,
+	// then (where it differs) at the core count, and the reading whose
+	// Split(1) ranks higher (climbRank; snapped on a tie or until both
+	// ran) is the one the other splits and the TF-defaults start take
+	// (cpuReading); a study without splits keeps the default's starts.
 	AutoCores int
 	// Ranked chooses how Rank orders the configurations measured
 	// feasible: 0 or 1 by the models (the objective model's posterior
@@ -440,8 +445,8 @@ func (b *Bayes) Validate(*Space) error {
 	if b.Bracket < -1 || b.Bracket > 1 {
 		ps.Add("search.settings.bracket", "must be 0 or 1 (a small-batch start, the default) or -1 (off), got %d", b.Bracket)
 	}
-	if b.AutoCores < -1 || b.AutoCores > 3 {
-		ps.Add("search.settings.auto_cores", "must be 1 (TF's auto parallelism as the core count), 2 (both readings of TF's defaults as starts), 3 (the splits at the core count, TF's defaults both ways) or 0 or -1 (off, the default), got %d", b.AutoCores)
+	if b.AutoCores < -1 || b.AutoCores > 4 {
+		ps.Add("search.settings.auto_cores", "must be 1 (TF's auto parallelism as the core count), 2 (both readings of TF's defaults as starts), 3 (the splits at the core count, TF's defaults both ways), 4 (auto read by measuring Split(1) both ways) or 0 or -1 (off, the default), got %d", b.AutoCores)
 	}
 	if b.Fillable < 0 || b.Fillable > 1 {
 		ps.Add("search.settings.fillable", "must be 0 (off, the default) or 1 (batches the rows can fill), got %d", b.Fillable)
@@ -1030,6 +1035,12 @@ func (b *Bayes) starts(req Request) []Suggestion {
 		if b.Fillable == 1 {
 			shape = splitFull
 		}
+		if b.AutoCores == 4 {
+			var both []Suggestion
+			auto, both = b.cpuReading(req, rows, shape)
+			splitAuto = auto
+			splits = append(splits, both...)
+		}
 		for _, k := range []int64{1, 2, 4} {
 			if c, ok := s.shapedSplit(rows, k, shape, splitAuto); ok {
 				splits = append(splits, Suggestion{Config: c, Reason: "split"})
@@ -1055,6 +1066,40 @@ func (b *Bayes) starts(req Request) []Suggestion {
 		return append(known, splits...)
 	}
 	return append(splits, known...)
+}
+
+// cpuReading is AutoCores 4's reading of TF's "auto" parallelism for a
+// study whose structural starts split rows: Split(1) with auto snapped
+// and, where it is another configuration, Split(1) with auto as the core
+// count (both returned, to run first), and whether the core count is
+// the reading the other starts take: true once both ran and the second
+// ranks higher by climbRank.
+func (b *Bayes) cpuReading(req Request, rows, shape int) (cores bool, both []Suggestion) {
+	s := req.Space
+	snapped, ok1 := s.shapedSplit(rows, 1, shape, false)
+	atCores, ok2 := s.shapedSplit(rows, 1, shape, true)
+	if ok1 {
+		both = append(both, Suggestion{Config: snapped, Reason: "split"})
+	}
+	if !ok2 || (ok1 && atCores.Equal(snapped)) {
+		return false, both
+	}
+	both = append(both, Suggestion{Config: atCores, Reason: "split-cores"})
+	if !ok1 {
+		return true, both
+	}
+	rank := func(c Config) (float64, bool) {
+		for _, tr := range req.History {
+			if tr.Outcome.ran() && tr.Config.Equal(c) {
+				r, _, _ := climbRank(req.Objective, s.rules.SLO, tr)
+				return r, true
+			}
+		}
+		return 0, false
+	}
+	rs, ran1 := rank(snapped)
+	rc, ran2 := rank(atCores)
+	return ran1 && ran2 && rc > rs, both
 }
 
 // splitRows is the rows in the server that the structural starts split

@@ -478,6 +478,63 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 	if diff := cmp.Diff([]string{"split", "split", "split", "tf-defaults-nearest", "tf-defaults-auto", "space-filling", "space-filling"}, reasons); diff != "" {
 		t.Errorf("auto_cores 3: design reasons (-want +got):\n%s", diff)
 	}
+	// auto_cores 4: Split(1) both ways, then the reading whose Split(1)
+	// measured higher for the other splits and the TF-defaults start.
+	for _, coresWin := range []bool{false, true} {
+		var hist []Trial
+		reasons = nil
+		for len(hist) < 6 {
+			sugg, err := (&Bayes{AutoCores: 4}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+			if err != nil || len(sugg) != 1 {
+				t.Fatalf("auto_cores 4 after %d trials: %v, %v", len(hist), sugg, err)
+			}
+			sg := sugg[0]
+			reasons = append(reasons, sg.Reason)
+			inter := s.value(sg.Config, InterOpParallelism)
+			want := map[int]int64{0: 1, 1: 2}[len(hist)] // the two readings
+			if len(hist) >= 2 && (sg.Reason == "split" || sg.Reason == "tf-defaults-nearest") {
+				want = 1
+				if coresWin {
+					want = 2
+				}
+			}
+			if want != 0 && inter != want {
+				t.Errorf("auto_cores 4, cores win %v: trial %d (%s) %s runs inter-op %d, want %d", coresWin, len(hist)+1, sg.Reason, sg.Config, inter, want)
+			}
+			tr := toyTrial(s, sg.Config)
+			if len(hist) < 2 && (inter == 2) == coresWin {
+				tr.Value *= 1.1 // this reading measures higher
+			}
+			hist = append(hist, tr)
+		}
+		// (No recipe: at the core count Split(1) is the recipe's point.)
+		wantReasons := []string{"split", "split-cores", "split", "split", "tf-defaults-nearest", "local-fill: neighbourhood"}
+		if diff := cmp.Diff(wantReasons, reasons); diff != "" {
+			t.Errorf("auto_cores 4, cores win %v: design reasons (-want +got):\n%s", coresWin, diff)
+		}
+	}
+	// Where the space holds auto itself, or the study has no splits, there
+	// is nothing to read: auto_cores 4 runs the default's starts.
+	for _, tc := range []struct {
+		inter []int64
+		obj   Objective
+	}{
+		{[]int64{0, 1, 4}, throughput},
+		{[]int64{1, 2, 4}, Objective{Kind: MinLatency, Rate: 1000, ErrorBudget: 0.01}},
+	} {
+		sp := build(tc.inter)
+		def, err := (&Bayes{}).Suggest(t.Context(), Request{Space: sp, Objective: tc.obj, N: 7, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := (&Bayes{AutoCores: 4}).Suggest(t.Context(), Request{Space: sp, Objective: tc.obj, N: 7, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(def, got); diff != "" {
+			t.Errorf("auto_cores 4, inter-op %v, %v: design differs from the default's (-default +got):\n%s", tc.inter, tc.obj.Kind, diff)
+		}
+	}
 	if c := build([]int64{1, 2, 4}).Defaults(); build([]int64{1, 2, 4}).value(c, InterOpParallelism) != 1 {
 		t.Errorf("Defaults() = %s: want the space's smallest inter-op value, as before", c)
 	}
