@@ -318,6 +318,9 @@ type Bayes struct {
 	// Split(1) ranks higher (climbRank; snapped on a tie or until both
 	// ran) is the one the other splits and the TF-defaults start take
 	// (cpuReading); a study without splits keeps the default's starts.
+	// 5 does the same with the second reading's Split(1) after Split(2),
+	// the readings compared on what they measured (measuredRank), and
+	// Split(2) run again at the core count where that reading wins.
 	AutoCores int
 	// Ranked chooses how Rank orders the configurations measured
 	// feasible: 0 or 1 by the models (the objective model's posterior
@@ -445,8 +448,8 @@ func (b *Bayes) Validate(*Space) error {
 	if b.Bracket < -1 || b.Bracket > 1 {
 		ps.Add("search.settings.bracket", "must be 0 or 1 (a small-batch start, the default) or -1 (off), got %d", b.Bracket)
 	}
-	if b.AutoCores < -1 || b.AutoCores > 4 {
-		ps.Add("search.settings.auto_cores", "must be 1 (TF's auto parallelism as the core count), 2 (both readings of TF's defaults as starts), 3 (the splits at the core count, TF's defaults both ways), 4 (auto read by measuring Split(1) both ways) or 0 or -1 (off, the default), got %d", b.AutoCores)
+	if b.AutoCores < -1 || b.AutoCores > 5 {
+		ps.Add("search.settings.auto_cores", "must be 1 (TF's auto parallelism as the core count), 2 (both readings of TF's defaults as starts), 3 (the splits at the core count, TF's defaults both ways), 4 or 5 (auto read by measuring Split(1) both ways) or 0 or -1 (off, the default), got %d", b.AutoCores)
 	}
 	if b.Fillable < 0 || b.Fillable > 1 {
 		ps.Add("search.settings.fillable", "must be 0 (off, the default) or 1 (batches the rows can fill), got %d", b.Fillable)
@@ -1035,10 +1038,15 @@ func (b *Bayes) starts(req Request) []Suggestion {
 		if b.Fillable == 1 {
 			shape = splitFull
 		}
-		if b.AutoCores == 4 {
+		if b.AutoCores == 4 || b.AutoCores == 5 {
 			var both []Suggestion
 			auto, both = b.cpuReading(req, rows, shape)
 			splitAuto = auto
+			if c, ok := s.shapedSplit(rows, 2, shape, false); ok && b.AutoCores == 5 && len(both) == 2 {
+				// Split(2) first: where it lands, the second reading
+				// does not delay it.
+				both = []Suggestion{both[0], {Config: c, Reason: "split"}, both[1]}
+			}
 			splits = append(splits, both...)
 		}
 		for _, k := range []int64{1, 2, 4} {
@@ -1073,7 +1081,7 @@ func (b *Bayes) starts(req Request) []Suggestion {
 // and, where it is another configuration, Split(1) with auto as the core
 // count (both returned, to run first), and whether the core count is
 // the reading the other starts take: true once both ran and the second
-// ranks higher by climbRank.
+// ranks higher, by climbRank (AutoCores 4) or measuredRank (5).
 func (b *Bayes) cpuReading(req Request, rows, shape int) (cores bool, both []Suggestion) {
 	s := req.Space
 	snapped, ok1 := s.shapedSplit(rows, 1, shape, false)
@@ -1091,6 +1099,9 @@ func (b *Bayes) cpuReading(req Request, rows, shape int) (cores bool, both []Sug
 	rank := func(c Config) (float64, bool) {
 		for _, tr := range req.History {
 			if tr.Outcome.ran() && tr.Config.Equal(c) {
+				if b.AutoCores == 5 {
+					return measuredRank(req.Objective, tr), true
+				}
 				r, _, _ := climbRank(req.Objective, s.rules.SLO, tr)
 				return r, true
 			}
@@ -1100,6 +1111,24 @@ func (b *Bayes) cpuReading(req Request, rows, shape int) (cores bool, both []Sug
 	rs, ran1 := rank(snapped)
 	rc, ran2 := rank(atCores)
 	return ran1 && ran2 && rc > rs, both
+}
+
+// measuredRank orders trials by what they measured (AutoCores 5): a
+// feasible trial above every infeasible one, then by the objective on a
+// log scale (larger better), whether or not it met the SLO; a trial that
+// measured nothing lowest.
+func measuredRank(o Objective, tr Trial) float64 {
+	if tr.Outcome != Succeeded && tr.Outcome != EarlyStopped || !tr.Measured || !(tr.Value > 0) {
+		return math.Inf(-1)
+	}
+	v := math.Log(tr.Value)
+	if o.Direction() == Minimize {
+		v = -v
+	}
+	if tr.Feasible {
+		v += 1e6
+	}
+	return v
 }
 
 // splitRows is the rows in the server that the structural starts split

@@ -83,7 +83,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"bracket", "-1", "2", func(b *Bayes) float64 { return float64(b.Bracket) }, -1},
 		{"fillable", "1", "2", func(b *Bayes) float64 { return float64(b.Fillable) }, 1},
 		{"burst_starts", "2", "3", func(b *Bayes) float64 { return float64(b.BurstStarts) }, 2},
-		{"auto_cores", "4", "5", func(b *Bayes) float64 { return float64(b.AutoCores) }, 4},
+		{"auto_cores", "5", "6", func(b *Bayes) float64 { return float64(b.AutoCores) }, 5},
 		{"ranked", "-1", "-2", func(b *Bayes) float64 { return float64(b.Ranked) }, -1},
 		{"local_fill", "4", "5", func(b *Bayes) float64 { return float64(b.LocalFill) }, 4},
 		{"fit_defaults", "1", "2", func(b *Bayes) float64 { return float64(b.FitDefaults) }, 1},

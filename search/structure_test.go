@@ -1,6 +1,7 @@
 package search
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -513,6 +514,46 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 			t.Errorf("auto_cores 4, cores win %v: design reasons (-want +got):\n%s", coresWin, diff)
 		}
 	}
+	// auto_cores 5: Split(2) before the second reading, the readings
+	// compared on what they measured, Split(2) again at the core count
+	// where it wins. Both Split(1)s break the SLO here, the core count's
+	// by more but at a higher throughput: it wins under 5 and loses under
+	// 4, which ranks by the margin.
+	// A feasible Split(1) beats one over the SLO, however fast.
+	for _, tc := range []struct {
+		mode         int
+		snappedMeets bool
+	}{{4, false}, {5, false}, {5, true}} {
+		mode := tc.mode
+		var hist []Trial
+		var got []string
+		for len(hist) < 6 {
+			sugg, err := (&Bayes{AutoCores: mode}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: 1})
+			if err != nil || len(sugg) != 1 {
+				t.Fatalf("auto_cores %d after %d trials: %v, %v", mode, len(hist), sugg, err)
+			}
+			sg := sugg[0]
+			got = append(got, fmt.Sprintf("%s/%d/%d", sg.Reason, s.value(sg.Config, NumBatchThreads), s.value(sg.Config, InterOpParallelism)))
+			tr := toyTrial(s, sg.Config)
+			if sg.Reason == "split-cores" || len(hist) == 0 && !tc.snappedMeets {
+				tr.Feasible, tr.P99 = false, 150*time.Millisecond
+				if sg.Reason == "split-cores" {
+					tr.P99, tr.Value, tr.QPS = 190*time.Millisecond, 2*tr.Value, 2*tr.QPS
+				}
+			}
+			hist = append(hist, tr)
+		}
+		want := []string{"split/1/1", "split-cores/1/2", "split/2/1", "split/4/1", "tf-defaults-nearest/2/1"}
+		switch {
+		case tc.snappedMeets:
+			want = []string{"split/1/1", "split/2/1", "split-cores/1/2", "split/4/1", "tf-defaults-nearest/2/1"}
+		case mode == 5:
+			want = []string{"split/1/1", "split/2/1", "split-cores/1/2", "split/2/2", "split/4/2", "tf-defaults-nearest/2/2"}
+		}
+		if diff := cmp.Diff(want, got[:len(want)]); diff != "" {
+			t.Errorf("auto_cores %d, snapped Split(1) feasible %v: design (reason/batch threads/inter-op) (-want +got):\n%s", mode, tc.snappedMeets, diff)
+		}
+	}
 	// Where the space holds auto itself, or the study has no splits, there
 	// is nothing to read: auto_cores 4 runs the default's starts.
 	for _, tc := range []struct {
@@ -527,12 +568,14 @@ func TestBayesAutoCoresStarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := (&Bayes{AutoCores: 4}).Suggest(t.Context(), Request{Space: sp, Objective: tc.obj, N: 7, Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(def, got); diff != "" {
-			t.Errorf("auto_cores 4, inter-op %v, %v: design differs from the default's (-default +got):\n%s", tc.inter, tc.obj.Kind, diff)
+		for _, mode := range []int{4, 5} {
+			got, err := (&Bayes{AutoCores: mode}).Suggest(t.Context(), Request{Space: sp, Objective: tc.obj, N: 7, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(def, got); diff != "" {
+				t.Errorf("auto_cores %d, inter-op %v, %v: design differs from the default's (-default +got):\n%s", mode, tc.inter, tc.obj.Kind, diff)
+			}
 		}
 	}
 	if c := build([]int64{1, 2, 4}).Defaults(); build([]int64{1, 2, 4}).value(c, InterOpParallelism) != 1 {
