@@ -320,7 +320,12 @@ type Bayes struct {
 	// (cpuReading); a study without splits keeps the default's starts.
 	// 5 does the same with the second reading's Split(1) after Split(2),
 	// the readings compared on what they measured (measuredRank), and
-	// Split(2) run again at the core count where that reading wins.
+	// Split(2) run again at the core count where that reading wins. At
+	// 100 seeds (2026-12-07, twentieth session) 4 won 2 and lost 2 of 26
+	// on the design surfaces (ranker 18 -> 12; vision-loose 2 -> 3), 5 won
+	// 2 and lost 0 there (ranker 18 -> 4) but lost 3 of 8 held out
+	// (mlp-crowd 5 -> 18: the reading from one batch thread slowed the
+	// splits with two and four).
 	AutoCores int
 	// Ranked chooses how Rank orders the configurations measured
 	// feasible: 0 or 1 by the models (the objective model's posterior
