@@ -1120,18 +1120,17 @@ func (b *Bayes) cpuReading(req Request, rows, shape int) (cores bool, both []Sug
 
 // measuredRank orders trials by what they measured (AutoCores 5): a
 // feasible trial above every infeasible one, then by the objective on a
-// log scale (larger better), whether or not it met the SLO; a trial that
-// measured nothing lowest.
+// log scale (larger better, as feasibleLog reads it), whether or not it
+// met the SLO; a trial that did not complete a measurement lowest.
 func measuredRank(o Objective, tr Trial) float64 {
-	if tr.Outcome != Succeeded && tr.Outcome != EarlyStopped || !tr.Measured || !(tr.Value > 0) {
+	asIf := tr
+	asIf.Feasible = true // the objective, whether or not it met the SLO
+	v, ok := feasibleLog(o, asIf)
+	if !ok {
 		return math.Inf(-1)
 	}
-	v := math.Log(tr.Value)
-	if o.Direction() == Minimize {
-		v = -v
-	}
 	if tr.Feasible {
-		v += 1e6
+		v += 1e6 // above every log objective
 	}
 	return v
 }
