@@ -206,22 +206,21 @@ type Bayes struct {
 	// the default (log-normal around 1, the unit cube's width), 1 the
 	// dimension-scaled prior of Hvarfner et al. (gp.go, dimScaledPrior).
 	LengthscalePrior int
-	// Fill chooses how the design's space-filling points are picked: 0
-	// the next points of the study's Halton sequence, 1 greedy maximin
-	// from a pool of the next fillPool of them (each pick the pool point
-	// farthest, in the models' inputs, from every trial in the history and
-	// every design point already picked), so that they fill what the
-	// starting points left empty. Off by default: on the design surfaces
-	// it lost as often as it won, mlp-mid by 1.6× at 30 seeds. Re-judged
-	// at 100 seeds (2026-12-06, twelfth session) it passed: won 1, lost 0
-	// of 26 on the design surfaces after Holm's correction
-	// (cap-ranker-loose's 95% 15 -> 10 trials) and won 2, lost 0 of 28
-	// held out (cap-vision's 99% 9 -> 7). Not made the default
-	// (2026-12-06, thirteenth session): no pick moved significantly on
-	// either set, and its only held-out losses at p < 0.05 fall on one
-	// surface, three ways (cap-mlp-tight: trials to 95%, the pick, and
-	// a loss to hill-climbing that the default does not have;
-	// experiments/search-bench).
+	// Fill chooses how the design's space-filling points are picked: 0 or
+	// 1 (the default since 2026-12-07, twenty-first session) greedy
+	// maximin from a pool of the next fillPool points of the study's
+	// Halton sequence (each pick the pool point farthest, in the models'
+	// inputs, from every trial in the history and every design point
+	// already picked), so that they fill what the starting points left
+	// empty; -1 the next points of the Halton sequence in order. Judged
+	// at 100 seeds it won 1, lost 0 of 26 on the design surfaces after
+	// Holm's correction (cap-ranker-loose's 95% 15 -> 10 trials; twelfth
+	// session, and again under the default of the twentieth), won 2, lost
+	// 0 of 28 on the older held-out ones (cap-vision's 99% 9 -> 7), and
+	// won 4, lost 2 of 24 on heldout4-6 (cap-seq-grpc 17 -> 11,
+	// cap-vision-grpc's 95% 20 -> 12; cap-seq's 95% 10 -> 13,
+	// ranker-open-tight's 99% 17 -> 24), its pick there won 1, lost 0
+	// (experiments/search-bench, experiments/surfaces/sets).
 	Fill int
 	// Little, when 1, splits the constraint margin of a closed-loop
 	// throughput study by Little's law: with C requests in flight the mean
@@ -480,8 +479,8 @@ func (b *Bayes) Validate(*Space) error {
 	if b.FitDefaults < -1 || b.FitDefaults > 1 {
 		ps.Add("search.settings.fit_defaults", "must be 1 (TF's defaults with max_batch_size cut to the rows in the server) or 0 or -1 (off, the default), got %d", b.FitDefaults)
 	}
-	if b.Fill < 0 || b.Fill > 1 {
-		ps.Add("search.settings.fill", "must be 0 (Halton order, the default) or 1 (maximin), got %d", b.Fill)
+	if b.Fill < -1 || b.Fill > 1 {
+		ps.Add("search.settings.fill", "must be 0 or 1 (maximin, the default) or -1 (Halton order), got %d", b.Fill)
 	}
 	if b.LengthscalePrior < 0 || b.LengthscalePrior > 1 {
 		ps.Add("search.settings.lengthscale_prior", "must be 0 (the default) or 1 (dimension-scaled), got %d", b.LengthscalePrior)
@@ -855,7 +854,7 @@ func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Sugg
 	}
 	var pts [][]int
 	var err error
-	if b.Fill == 1 {
+	if b.Fill >= 0 {
 		pts, err = b.maximin(ctx, req, t, out, n-len(out))
 	} else {
 		pts, err = s.halton(ctx, req.Seed, t, n-len(out))

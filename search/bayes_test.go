@@ -510,10 +510,11 @@ func TestBayesHedgeFollowsTheMemberThatImproves(t *testing.T) {
 }
 
 // TestBayesFillPicksFarFromWhatRan: with the starting points and three
-// configurations of the largest batches run, Fill's first space-filling
-// point lies farther from every trial than the next Halton point does
-// (the Halton order's first pick, which is in Fill's pool), and no point
-// repeats a trial or another pick.
+// configurations of the largest batches run, the default's first
+// space-filling point (maximin, Fill 0, the same as Fill 1) lies farther
+// from every trial than the next Halton point does (Fill -1's first pick,
+// which is in maximin's pool), and no point repeats a trial or another
+// pick.
 func TestBayesFillPicksFarFromWhatRan(t *testing.T) {
 	s := conformanceSpace(t)
 	all, err := s.Runnable(t.Context())
@@ -536,7 +537,7 @@ func TestBayesFillPicksFarFromWhatRan(t *testing.T) {
 		return d
 	}
 	picks := map[int][]Suggestion{}
-	for _, fill := range []int{0, 1} {
+	for _, fill := range []int{-1, 0, 1} {
 		b := &Bayes{Fill: fill}
 		sugg, err := b.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 3, Seed: 7})
 		if err != nil {
@@ -557,9 +558,12 @@ func TestBayesFillPicksFarFromWhatRan(t *testing.T) {
 		}
 		picks[fill] = sugg
 	}
+	if diff := cmp.Diff(picks[1], picks[0]); diff != "" {
+		t.Errorf("fill 1 and the default (0) picked differently (-1 +0):\n%s", diff)
+	}
 	b := &Bayes{}
-	if far, halton := nearest(b, picks[1][0].Config), nearest(b, picks[0][0].Config); far <= halton {
-		t.Errorf("maximin's first pick %v is %.3f from the trials, Halton's %v %.3f: want farther", picks[1][0].Config, far, picks[0][0].Config, halton)
+	if far, halton := nearest(b, picks[0][0].Config), nearest(b, picks[-1][0].Config); far <= halton {
+		t.Errorf("maximin's first pick %v is %.3f from the trials, Halton's %v %.3f: want farther", picks[0][0].Config, far, picks[-1][0].Config, halton)
 	}
 }
 

@@ -77,7 +77,7 @@ func TestBayesOptInSettings(t *testing.T) {
 		{"output_floor", "0.25", "1", func(b *Bayes) float64 { return b.OutputFloor }, 0.25},
 		{"hedge", "10", "-1", func(b *Bayes) float64 { return float64(b.Hedge) }, 10},
 		{"lengthscale_prior", "1", "2", func(b *Bayes) float64 { return float64(b.LengthscalePrior) }, 1},
-		{"fill", "1", "2", func(b *Bayes) float64 { return float64(b.Fill) }, 1},
+		{"fill", "-1", "2", func(b *Bayes) float64 { return float64(b.Fill) }, -1},
 		{"little", "1", "2", func(b *Bayes) float64 { return float64(b.Little) }, 1},
 		{"explore", "4", "-1", func(b *Bayes) float64 { return float64(b.Explore) }, 4},
 		{"bracket", "-1", "2", func(b *Bayes) float64 { return float64(b.Bracket) }, -1},
