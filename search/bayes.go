@@ -30,8 +30,9 @@ import (
 // The first Init trials are an initial design: the structural starting
 // points (structure.go), TF Serving's defaults and the seeds' recipe
 // snapped into the space, then, taking turns, hill-climbing's step from
-// the best trial so far (LocalFill) and the next point of the study's
-// scrambled Halton sequence. After that each suggestion maximises
+// the best trial so far (LocalFill) and a space-filling point: of the
+// next points of the study's scrambled Halton sequence, the one farthest
+// from every trial and pick so far (Fill). After that each suggestion maximises
 // constrained expected improvement: EI over the best feasible posterior
 // mean, times the probability of feasibility, times the soft prior (intra ×
 // inter threads far above the core count) raised to a power that fades as
@@ -819,8 +820,9 @@ func sinceImprovement(req Request) int {
 // points (Split with 1, 2 and 4 batch threads and SplitSmall with 4, of
 // the rows in flight of a closed-loop throughput study, or of a capacity
 // study's burst with BurstStarts 1), TF Serving's defaults and the seeds'
-// recipe snapped into the space, then the next unfinished
-// points of the study's Halton sequence. It marks them in t.
+// recipe snapped into the space, then space-filling points (Fill:
+// maximin among the next unfinished points of the study's Halton
+// sequence, or those points in order). It marks them in t.
 func (b *Bayes) design(ctx context.Context, req Request, t taken, n int) ([]Suggestion, error) {
 	s := req.Space
 	if b.Race == 1 && n == 1 {
