@@ -348,6 +348,8 @@ func TestBayesValidate(t *testing.T) {
 		{"defaults", Bayes{}, nil},
 		{"bad", Bayes{Init: -1, Candidates: 3, Xi: -1, PriorStrength: math.NaN(), FitMax: 5000},
 			[]string{"search.settings.init", "search.settings.candidates", "search.settings.xi", "search.settings.prior_strength", "search.settings.fit_max"}},
+		{"recheck above one", Bayes{Recheck: 1.5}, []string{"search.settings.recheck"}},
+		{"recheck negative", Bayes{Recheck: -0.1}, []string{"search.settings.recheck"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -626,5 +628,83 @@ func TestBayesStopExpectationIgnoresXi(t *testing.T) {
 	}
 	if !(got[0] > 0) || math.Abs(got[0]-got[1]) > 1e-12*got[0] {
 		t.Errorf("Expected under xi 0.01 and 0.5: %v, want equal and positive", got)
+	}
+}
+
+// TestBayesRecheckRunsANearMissStartAgain: with Recheck, a known start
+// whose one run missed the SLO narrowly, and that would lead had it met
+// it, runs once more in the design; a wide miss, a start that would not
+// lead, a second miss, the default and max_capacity do not.
+func TestBayesRecheckRunsANearMissStartAgain(t *testing.T) {
+	s := conformanceSpace(t) // 30 ms SLO; starts: TF's defaults, the recipe
+	slo := s.rules.SLO
+	run := func(c Config, qps float64, p99 time.Duration) Trial {
+		return Trial{Config: c, Outcome: Succeeded, Measured: true, Value: qps, QPS: qps, P99: p99, Feasible: p99 <= slo}
+	}
+	defaults, recipe := s.Defaults(), s.Recipe()
+	over := func(f float64) time.Duration { return time.Duration(f * float64(slo)) }
+	next := func(b *Bayes, o Objective, hist []Trial) Suggestion {
+		t.Helper()
+		sugg, err := b.Suggest(t.Context(), Request{Space: s, Objective: o, History: hist, N: 1, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sugg) != 1 {
+			t.Fatalf("got %d suggestions, want 1", len(sugg))
+		}
+		return sugg[0]
+	}
+	on := &Bayes{Recheck: 0.2}
+	tests := []struct {
+		name    string
+		b       *Bayes
+		o       Objective
+		hist    []Trial
+		recheck bool
+	}{
+		{"a near miss that would lead", on, throughput,
+			[]Trial{run(defaults, 500, over(0.5)), run(recipe, 600, over(1.1))}, true},
+		{"no feasible trial yet", on, throughput,
+			[]Trial{run(defaults, 500, over(1.5)), run(recipe, 600, over(1.15))}, true},
+		{"a wide miss", on, throughput,
+			[]Trial{run(defaults, 500, over(0.5)), run(recipe, 600, over(1.3))}, false},
+		{"a near miss that would not lead", on, throughput,
+			[]Trial{run(defaults, 800, over(0.5)), run(recipe, 600, over(1.1))}, false},
+		{"rechecked once already", on, throughput,
+			[]Trial{run(defaults, 500, over(0.5)), run(recipe, 600, over(1.1)), run(recipe, 590, over(1.05))}, false},
+		{"off by default", &Bayes{}, throughput,
+			[]Trial{run(defaults, 500, over(0.5)), run(recipe, 600, over(1.1))}, false},
+		{"max_capacity", on, Objective{Kind: MaxCapacity, ErrorBudget: 0.01},
+			[]Trial{run(defaults, 500, over(0.5)), run(recipe, 600, over(1.1))}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sg := next(tc.b, tc.o, tc.hist)
+			got := strings.HasPrefix(sg.Reason, "recheck: ")
+			if got != tc.recheck {
+				t.Fatalf("suggested %v (%q); recheck %v, want %v", sg.Config, sg.Reason, got, tc.recheck)
+			}
+			if got && !sg.Config.Equal(recipe) {
+				t.Errorf("rechecked %v, want the recipe %v", sg.Config, recipe)
+			}
+			if !got && (sg.Config.Equal(recipe) || sg.Config.Equal(defaults)) {
+				t.Errorf("suggested a start again: %v (%q)", sg.Config, sg.Reason)
+			}
+		})
+	}
+	// min_latency: the objective is the latency itself, so a start within
+	// the band of the best feasible latency is rechecked, one far above it
+	// is not.
+	lat := Objective{Kind: MinLatency, Rate: 500, ErrorBudget: 0.01}
+	latRun := func(c Config, p99 time.Duration) Trial {
+		tr := run(c, 500, p99)
+		tr.Value = p99.Seconds()
+		return tr
+	}
+	if sg := next(on, lat, []Trial{latRun(defaults, over(0.95)), latRun(recipe, over(1.1))}); !strings.HasPrefix(sg.Reason, "recheck: ") {
+		t.Errorf("min_latency, 1.1x the SLO against a best of 0.95x: got %q, want a recheck", sg.Reason)
+	}
+	if sg := next(on, lat, []Trial{latRun(defaults, over(0.5)), latRun(recipe, over(1.1))}); strings.HasPrefix(sg.Reason, "recheck: ") {
+		t.Errorf("min_latency, 1.1x the SLO against a best of 0.5x: got %q, want no recheck", sg.Reason)
 	}
 }

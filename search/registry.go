@@ -72,6 +72,7 @@ var registry = []StrategySpec{
 		intSetting("hedge", func(b *Bayes, v int) { b.Hedge = v }),
 		floatSetting("feasibility_weight", func(b *Bayes, v float64) { b.FeasibilityWeight = v }),
 		floatSetting("output_floor", func(b *Bayes, v float64) { b.OutputFloor = v }),
+		floatSetting("recheck", func(b *Bayes, v float64) { b.Recheck = v }),
 		intSetting("lengthscale_prior", func(b *Bayes, v int) { b.LengthscalePrior = v }),
 		intSetting("fill", func(b *Bayes, v int) { b.Fill = v }),
 		intSetting("little", func(b *Bayes, v int) { b.Little = v }),

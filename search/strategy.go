@@ -21,7 +21,10 @@ import (
 // suggestion of the same call; fewer than N come back only when the space
 // has no other runnable configuration left. Implementations are safe for
 // concurrent use. Re-measuring a configuration (to confirm a winner) is
-// not a strategy's job: the tuner's confirmation step does it.
+// not a strategy's job: the tuner's confirmation step does it. The one
+// exception is opt-in and bounded: Bayes with Recheck runs one known start
+// a second time in its initial design, when that start's one run missed
+// the SLO narrowly and would otherwise decide where the search goes.
 type Strategy interface {
 	// Name is the strategy's name as a study spells it (grid, random,
 	// hillclimb, bayes).
