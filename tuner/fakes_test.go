@@ -231,7 +231,11 @@ func (p *fakeProber) Trial(ctx context.Context, ep runtime.Endpoints, stopBelow 
 // batch_timeout_micros, with the given overrides appended.
 func testStudy(t *testing.T, extra string) *configs.Study {
 	t.Helper()
-	doc := `name: fake
+	return parseTestStudy(t, testStudyDoc+extra)
+}
+
+// testStudyDoc is testStudy's document.
+const testStudyDoc = `name: fake
 target:
   runtime: process
   model: {name: m, base_path: /models/m}
@@ -252,10 +256,13 @@ search:
 confirmation:
   top_k: 2
   repeats: 3
-` + extra
-	// The study "lives" in a temporary directory, so that the paths it
-	// leaves relative (the export's default among them) land there and not
-	// in the source tree.
+`
+
+// parseTestStudy parses doc as a study file in a temporary directory, so
+// that the paths it leaves relative (the export's default among them) land
+// there and not in the source tree.
+func parseTestStudy(t *testing.T, doc string) *configs.Study {
+	t.Helper()
 	s, err := configs.ParseStudy(filepath.Join(t.TempDir(), "fake.yaml"), []byte(doc))
 	if err != nil {
 		t.Fatal(err)
