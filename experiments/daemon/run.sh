@@ -40,7 +40,9 @@ api=$(jq -r .url "$work/bt.db.daemon.json")/api/v1/studies/ranker
 
 # run_once triggers a run and waits until the study is idle again.
 run_once() {
-	curl -sf -X POST "$api/runs" > /dev/null
+	# A state-changing request must say it is not a browser's form post
+	# (tuner/daemon/guard.go): the JSON content type, even with no body.
+	curl -sf -X POST -H 'Content-Type: application/json' "$api/runs" > /dev/null
 	sleep 0.5
 	while [ "$(curl -sf "$api" | jq -r .state)" != idle ]; do sleep 0.5; done
 }
