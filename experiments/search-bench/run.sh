@@ -27,8 +27,9 @@
 # seeds says p < 0.05, and which of those survive Holm's correction (the
 # rule in experiments/surfaces/sets since the ninth session). The default's
 # runs do not depend on SETTING: DEFAULTS=DIR reads them from
-# DIR/NAME.default.json (a previous verdict's tmp/verdict, copied) instead
-# of running them again, which halves a verdict's time.
+# DIR/NAME.default.json (a previous verdict's tmp/verdict, copied), or else
+# from DIR/NAME.json, a run.sh confirmed output under today's default (its
+# bayes arm), instead of running them again, which halves a verdict's time.
 #
 # confirmed runs bayes, hillclimb and random with -confirm (the tuner's
 # confirmation stage after the budget) on every surface of the named sets
@@ -97,13 +98,19 @@ verdict)
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; bin/searchbench -strategies bayes -seeds ${SEEDS:-100} -budget 50 -horizon 100 -json [-set $setting] SURFACE, then -compare; surfaces: ${names[*]}"
   olds=() news=()
   for n in "${names[@]}"; do
-    if [ -n "${DEFAULTS:-}" ]; then
+    old="$out/$n.default.json"
+    if [ -n "${DEFAULTS:-}" ] && [ -f "$DEFAULTS/$n.default.json" ]; then
       cp "$DEFAULTS/$n.default.json" "$out/$n.default.json"
+    elif [ -n "${DEFAULTS:-}" ]; then
+      # A run.sh confirmed output: its bayes arm is the default's -json
+      # runs seed for seed.
+      cp "$DEFAULTS/$n.json" "$out/$n.confirmed.json"
+      old="$out/$n.confirmed.json:bayes"
     else
       bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget 50 -horizon 100 -json "experiments/surfaces/$n.jsonl" >"$out/$n.default.json"
     fi
     bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget 50 -horizon 100 -json -set "$setting" "experiments/surfaces/$n.jsonl" >"$out/$n.setting.json"
-    olds+=("$out/$n.default.json") news+=("$out/$n.setting.json")
+    olds+=("$old") news+=("$out/$n.setting.json")
   done
   bin/searchbench -compare "${olds[@]}" -- "${news[@]}"
   ;;
