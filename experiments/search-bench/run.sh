@@ -11,6 +11,8 @@
 #   DEFAULTS=DIR run.sh verdict SETTING                        # the same, the default's runs read from DIR/NAME.default.json
 #   experiments/search-bench/run.sh confirmed [SET...]         # what the confirmation stage hands a user (searchbench -confirm)
 #   experiments/search-bench/run.sh confirmed heldout4         # the same on the fourth held-out set (2026-12-06), run once
+#   experiments/search-bench/run.sh fresh SETTING SURFACE...   # a verdict's second stage: seeds 101-300
+#   experiments/search-bench/run.sh picks BUDGET SETTING SET... # the picks after a study's own budget (12 for the demo's)
 #
 # compare reads surface files (format: package search/replay, doc.go);
 # without arguments it takes experiments/surfaces/*.jsonl. Environment for
@@ -114,6 +116,56 @@ verdict)
   done
   bin/searchbench -compare "${olds[@]}" -- "${news[@]}"
   ;;
+fresh)
+  # fresh SETTING SURFACE...: a verdict's second stage on fresh seeds: the
+  # default and SETTING at seeds 1-300, seeds 1-100 (the screen's runs,
+  # seed for seed) dropped from both sides, then compared.
+  shift
+  setting=${1:?run.sh fresh SETTING SURFACE..., e.g. bayes.feasibility_weight=2 ranker mlp-mid}
+  shift
+  [ $# -gt 0 ] || { echo "run.sh fresh: name the surfaces" >&2; exit 2; }
+  go build -o bin/searchbench ./cmd/searchbench
+  out=experiments/search-bench/tmp/fresh
+  rm -rf "$out" && mkdir -p "$out"
+  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; bin/searchbench -strategies bayes -seeds 300 -budget 50 -horizon 100 -json [-set $setting] SURFACE, seeds 101-300 kept, then -compare; surfaces: $*"
+  olds=() news=()
+  for n in "$@"; do
+    bin/searchbench -strategies bayes -seeds 300 -budget 50 -horizon 100 -json "experiments/surfaces/$n.jsonl" >"$out/$n.default300.json"
+    bin/searchbench -strategies bayes -seeds 300 -budget 50 -horizon 100 -json -set "$setting" "experiments/surfaces/$n.jsonl" >"$out/$n.setting300.json"
+    for side in default setting; do
+      python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for r in d:
+    for row in r["rows"]:
+        row["runs"]=[x for x in row["runs"] if x["seed"]>100]
+json.dump(d,open(sys.argv[2],"w"))' "$out/$n.${side}300.json" "$out/$n.$side.json"
+    done
+    olds+=("$out/$n.default.json") news+=("$out/$n.setting.json")
+  done
+  bin/searchbench -compare "${olds[@]}" -- "${news[@]}"
+  ;;
+picks)
+  # picks BUDGET SETTING SET...: the default against SETTING by what each
+  # run's pick is worth after a budget of BUDGET trials (a study's own
+  # budget: 12 for the demo's), 100 seeds, per surface of the named sets.
+  shift
+  budget=${1:?run.sh picks BUDGET SETTING SET..., e.g. 12 bayes.burst_starts=1 capacity-design}
+  setting=${2:?run.sh picks BUDGET SETTING SET...}
+  shift 2
+  list=$(set_names "$@")
+  read -ra names <<<"${list//$'\n'/ }"
+  go build -o bin/searchbench ./cmd/searchbench
+  out=experiments/search-bench/tmp/picks
+  rm -rf "$out" && mkdir -p "$out"
+  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; bin/searchbench -strategies bayes -seeds ${SEEDS:-100} -budget $budget -horizon $budget -json [-set $setting] SURFACE, then -compare; surfaces: ${names[*]}"
+  olds=() news=()
+  for n in "${names[@]}"; do
+    bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget "$budget" -horizon "$budget" -json "experiments/surfaces/$n.jsonl" >"$out/$n.default.json"
+    bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget "$budget" -horizon "$budget" -json -set "$setting" "experiments/surfaces/$n.jsonl" >"$out/$n.setting.json"
+    olds+=("$out/$n.default.json") news+=("$out/$n.setting.json")
+  done
+  bin/searchbench -compare "${olds[@]}" -- "${news[@]}"
+  ;;
 confirmed)
   shift
   sets=("$@")
@@ -136,7 +188,7 @@ confirmed)
   python3 experiments/search-bench/confirmed.py "${files[@]}"
   ;;
 *)
-  sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac
