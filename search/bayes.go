@@ -942,11 +942,8 @@ func (b *Bayes) recheck(req Request) (Suggestion, bool) {
 	}
 	band := 1 + b.Recheck
 	var pick *Trial
-	for i := range near {
+	for i := range near { // each a start that ran once: else we returned above
 		tr := &near[i]
-		if runs[req.Space.canonical(tr.Config).Key()] != 1 {
-			continue
-		}
 		// Had it met the SLO, it would lead or come within the band.
 		v := tr.Value * band
 		if o.Direction() == Minimize {

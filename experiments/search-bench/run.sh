@@ -54,6 +54,16 @@ set_names() {
   done
 }
 
+# run_pair OUT NAME SUFFIX SETTING FLAG...: Bayes with the default and with
+# SETTING on surface NAME, searchbench's FLAGs for both, into
+# OUT/NAME.default$SUFFIX.json and OUT/NAME.setting$SUFFIX.json.
+run_pair() {
+  local out=$1 n=$2 suffix=$3 setting=$4
+  shift 4
+  bin/searchbench -strategies bayes "$@" -json "experiments/surfaces/$n.jsonl" >"$out/$n.default$suffix.json"
+  bin/searchbench -strategies bayes "$@" -json -set "$setting" "experiments/surfaces/$n.jsonl" >"$out/$n.setting$suffix.json"
+}
+
 case "${1:-}" in
 suggest)
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(go version | cut -d' ' -f3)"
@@ -130,8 +140,7 @@ fresh)
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; bin/searchbench -strategies bayes -seeds 300 -budget 50 -horizon 100 -json [-set $setting] SURFACE, seeds 101-300 kept, then -compare; surfaces: $*"
   olds=() news=()
   for n in "$@"; do
-    bin/searchbench -strategies bayes -seeds 300 -budget 50 -horizon 100 -json "experiments/surfaces/$n.jsonl" >"$out/$n.default300.json"
-    bin/searchbench -strategies bayes -seeds 300 -budget 50 -horizon 100 -json -set "$setting" "experiments/surfaces/$n.jsonl" >"$out/$n.setting300.json"
+    run_pair "$out" "$n" 300 "$setting" -seeds 300 -budget 50 -horizon 100
     for side in default setting; do
       python3 -c 'import json,sys
 d=json.load(open(sys.argv[1]))
@@ -160,8 +169,7 @@ picks)
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; bin/searchbench -strategies bayes -seeds ${SEEDS:-100} -budget $budget -horizon $budget -json [-set $setting] SURFACE, then -compare; surfaces: ${names[*]}"
   olds=() news=()
   for n in "${names[@]}"; do
-    bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget "$budget" -horizon "$budget" -json "experiments/surfaces/$n.jsonl" >"$out/$n.default.json"
-    bin/searchbench -strategies bayes -seeds "${SEEDS:-100}" -budget "$budget" -horizon "$budget" -json -set "$setting" "experiments/surfaces/$n.jsonl" >"$out/$n.setting.json"
+    run_pair "$out" "$n" "" "$setting" -seeds "${SEEDS:-100}" -budget "$budget" -horizon "$budget"
     olds+=("$out/$n.default.json") news+=("$out/$n.setting.json")
   done
   bin/searchbench -compare "${olds[@]}" -- "${news[@]}"
