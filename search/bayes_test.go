@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -706,5 +707,67 @@ func TestBayesRecheckRunsANearMissStartAgain(t *testing.T) {
 	}
 	if sg := next(on, lat, []Trial{latRun(defaults, over(0.5)), latRun(recipe, over(1.1))}); strings.HasPrefix(sg.Reason, "recheck: ") {
 		t.Errorf("min_latency, 1.1x the SLO against a best of 0.5x: got %q, want no recheck", sg.Reason)
+	}
+}
+
+// TestBayesFeasibilityWeightDefault: the default squares the probability
+// of feasibility (FeasibilityWeight 2): on the same histories Bayes{}
+// suggests what FeasibilityWeight 2 does, and FeasibilityWeight 1 (the
+// default before 2026-12-07) suggests something else on at least one.
+// The histories come from a toy whose throughput grows with the timeout
+// as its P99 does, so the best configurations sit at the SLO's edge,
+// where the power matters.
+func TestBayesFeasibilityWeightDefault(t *testing.T) {
+	s := conformanceSpace(t)
+	edge := func(c Config) Trial {
+		tr := toyTrial(s, c)
+		if tr.Outcome == Failed {
+			return tr
+		}
+		tau, _ := c.Get(BatchTimeoutMicros)
+		b, _ := c.Get(MaxBatchSize)
+		tr.QPS *= 1 + float64(tau)/2000
+		tr.Value = tr.QPS
+		// P99 reaches the 30 ms SLO at the 5 ms timeout (the largest under
+		// a third of it), with a repeatable jitter of up to ±4 ms (a hash
+		// of the configuration), so the constraint model is unsure there.
+		h := fnv.New32a()
+		h.Write([]byte(c.String()))
+		ms := 4 + 4.5*float64(tau)/1000 + float64(b)/8 + (float64(h.Sum32()%801)-400)/100
+		tr.P99 = time.Duration(ms * float64(time.Millisecond))
+		tr.Feasible = tr.P99 <= s.rules.SLO
+		return tr
+	}
+	differs := 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		var hist []Trial
+		for len(hist) < 16 {
+			sg, err := (&Bayes{}).Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 1, Seed: seed})
+			if err != nil || len(sg) != 1 {
+				t.Fatalf("seed %d: %v %v", seed, sg, err)
+			}
+			hist = append(hist, edge(sg[0].Config))
+		}
+		suggest := func(b *Bayes) string {
+			sg, err := b.Suggest(t.Context(), Request{Space: s, Objective: throughput, History: hist, N: 3, Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, g := range sg {
+				out = append(out, g.Config.String())
+			}
+			return strings.Join(out, "; ")
+		}
+		def, two, one := suggest(&Bayes{}), suggest(&Bayes{FeasibilityWeight: 2}), suggest(&Bayes{FeasibilityWeight: 1})
+		if def != two {
+			t.Errorf("seed %d: the default suggested %s, FeasibilityWeight 2 %s", seed, def, two)
+		}
+		if one != def {
+			differs++
+		}
+	}
+	if differs == 0 {
+		t.Error("FeasibilityWeight 1 suggested what the default does on every history: the default is not 2")
 	}
 }
