@@ -34,10 +34,10 @@ import (
 // next points of the study's scrambled Halton sequence, the one farthest
 // from every trial and pick so far (Fill). After that each suggestion maximises
 // constrained expected improvement: EI over the best feasible posterior
-// mean, times the probability of feasibility, times the soft prior (intra ×
-// inter threads far above the core count) raised to a power that fades as
-// trials accumulate. Until a feasible trial exists it
-// maximises the probability of feasibility alone. Several suggestions at
+// mean, times the probability of feasibility squared (FeasibilityWeight),
+// times the soft prior (intra × inter threads far above the core count)
+// raised to a power that fades as trials accumulate. Until a feasible
+// trial exists it maximises the probability of feasibility alone. Several suggestions at
 // once are made diverse by the kriging believer: each pick is added as a
 // fantasy observation at its predicted mean, which shrinks the uncertainty
 // (and so the EI) around it before the next pick.
