@@ -3,6 +3,7 @@ package capacity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -135,5 +136,34 @@ func TestStartFromBurst(t *testing.T) {
 	}
 	if got := StartFromBurst(1000, 80*time.Millisecond, 40*time.Millisecond); got != 450 {
 		t.Errorf("twice the SLO: %g, want 450", got)
+	}
+}
+
+// TestPlanningCapacity: the lower bound is planned on while it is at least
+// half the mean; below that the interval is refused, with the interval
+// and the remedy in the message; no interval plans on the mean.
+func TestPlanningCapacity(t *testing.T) {
+	for _, c := range []struct{ mean, low, high, want float64 }{
+		{1196.1, 1189.1, 1203.2, 1189.1},
+		{1000, 500, 1500, 500},   // exactly MinLowShare
+		{1000, 0, 0, 1000},       // one repeat: no interval
+		{1000, 1000, 1000, 1000}, // one repeat, stored as its mean
+	} {
+		got, err := PlanningCapacity(c.mean, c.low, c.high)
+		if err != nil || got != c.want {
+			t.Errorf("PlanningCapacity(%g, %g, %g) = %g, %v; want %g", c.mean, c.low, c.high, got, err, c.want)
+		}
+	}
+	// TF's defaults on the stand-in ranker, 210.7 and 108.9 req/s over two
+	// repeats (experiments/capacity/results/ranker-capacity-30trials-2026-12-07.txt).
+	for _, c := range [][3]float64{{151.5, 2.3, 10025.3}, {1000, 499.9, 1500}} {
+		_, err := PlanningCapacity(c[0], c[1], c[2])
+		if !errors.Is(err, ErrWideInterval) || !strings.Contains(err.Error(), fmt.Sprintf("[%.1f, %.1f]", c[1], c[2])) ||
+			!strings.Contains(err.Error(), "confirmation.max_repeats") {
+			t.Errorf("PlanningCapacity(%v): %v, want ErrWideInterval giving the interval and the remedy", c, err)
+		}
+	}
+	if _, err := PlanningCapacity(0, 0, 0); err == nil {
+		t.Error("no capacity accepted")
 	}
 }

@@ -107,6 +107,9 @@ func MakePlan(rec *store.Recommendation, target, headroom float64) (*Plan, error
 	}
 	p.Rows = append(p.Rows, row(PlanRow{Label: "recommended", Role: "recommended", Config: rec.Config,
 		Capacity: rec.Capacity, Low: low, High: max(rec.CapacityHigh, rec.Capacity)}, target, headroom))
+	if p.Rows[0].Replicas == 0 {
+		p.Note = "no fleet is sized: the recommendation's " + p.Rows[0].Note
+	}
 	defaults := -1
 	baseline := -1
 	for _, c := range rec.Capacities {
@@ -136,36 +139,41 @@ func MakePlan(rec *store.Recommendation, target, headroom float64) (*Plan, error
 		p.Rows = append(p.Rows, PlanRow{Label: "tf-defaults", Role: "tf-defaults", Note: why})
 	}
 	win := p.Rows[0].Replicas
-	if baseline >= 0 && p.Rows[baseline].Replicas > 0 {
+	if win > 0 && baseline >= 0 && p.Rows[baseline].Replicas > 0 {
 		n := p.Rows[baseline].Replicas - win
 		share := float64(n) / float64(p.Rows[baseline].Replicas)
 		p.Saved, p.SavedShare = &n, &share
 	}
-	if defaults >= 0 && p.Rows[defaults].Replicas > 0 {
+	if win > 0 && defaults >= 0 && p.Rows[defaults].Replicas > 0 {
 		n := p.Rows[defaults].Replicas - win
 		p.SavedVsDefaults = &n
 	}
-	if rec.CapacityLow == 0 || rec.CapacityLow == rec.Capacity {
+	if p.Note == "" && (rec.CapacityLow == 0 || rec.CapacityLow == rec.Capacity) {
 		p.Note = "one confirmation repeat gives no interval: the plan uses the mean, not a lower bound"
 	}
 	return p, nil
 }
 
-// row fills r's per-server rate and replica count, or its note.
+// row fills r's per-server rate and replica count, or its note: a row
+// that met the SLO at no rate, or whose interval is too wide to plan on
+// (capacity.PlanningCapacity), has no replica count.
 func row(r PlanRow, target, headroom float64) PlanRow {
-	if !(r.Low > 0) {
+	if !(r.Capacity > 0) {
 		if r.Note == "" {
 			r.Note = "met the SLO at no rate tried: no number of servers carries the target within it"
 		}
 		return r
 	}
-	r.PerServer = r.Low * headroom
-	n, err := capacity.Replicas(target, r.Low, headroom)
+	c, err := capacity.PlanningCapacity(r.Capacity, r.Low, r.High)
+	if err == nil {
+		r.Replicas, err = capacity.Replicas(target, c, headroom)
+	}
 	if err != nil {
-		r.Note = err.Error()
+		r.Replicas = 0
+		r.Note = strings.TrimPrefix(r.Note+"; "+err.Error(), "; ")
 		return r
 	}
-	r.Replicas = n
+	r.PerServer = c * headroom
 	return r
 }
 
@@ -181,11 +189,14 @@ func (p *Plan) Text() string {
 	fmt.Fprintf(&b, "%-26s %12s  %-22s %11s %9s\n", "configuration", "capacity", "interval (req/s)", "per server", "replicas")
 	for _, r := range p.Rows {
 		if r.Replicas == 0 {
-			c := "-"
+			c, iv := "-", ""
 			if r.Capacity > 0 || r.Repeats > 0 {
 				c = fmt.Sprintf("%.1f", r.Capacity)
 			}
-			fmt.Fprintf(&b, "%-26s %12s  %-22s %11s %9s  (%s)\n", r.Label, c, "", "", "-", r.Note)
+			if r.Low > 0 && r.Low < r.High {
+				iv = fmt.Sprintf("[%8.1f, %8.1f]", r.Low, r.High)
+			}
+			fmt.Fprintf(&b, "%-26s %12s  %-22s %11s %9s  (%s)\n", r.Label, c, iv, "", "-", r.Note)
 			continue
 		}
 		line := fmt.Sprintf("%-26s %12.1f  [%8.1f, %8.1f]  %11.1f %9d", r.Label, r.Capacity, r.Low, r.High, r.PerServer, r.Replicas)
@@ -201,8 +212,10 @@ func (p *Plan) Text() string {
 			fmt.Fprintf(&b, ", %d against TF's defaults", *p.SavedVsDefaults)
 		}
 		b.WriteString("\n")
+	case p.Rows[0].Replicas == 0:
+		b.WriteString("no saving stated: the recommendation has no server count\n")
 	default:
-		b.WriteString("no saving stated: the baseline has no replica count\n")
+		b.WriteString("no saving stated: the baseline has no server count (see its row)\n")
 	}
 	if p.Note != "" {
 		b.WriteString("note: " + p.Note + "\n")

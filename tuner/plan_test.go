@@ -91,6 +91,57 @@ func TestPlanWithoutDefaults(t *testing.T) {
 	}
 }
 
+// TestPlanWideInterval: a row whose interval is too wide to plan on has
+// no server count, and no saving is stated against it; the figures are
+// the stand-in ranker's 30-trial run (experiments/capacity/results/
+// ranker-capacity-30trials-2026-12-07.txt), where TF's defaults measured
+// 210.7 and 108.9 req/s and were once planned as 67 216 servers.
+func TestPlanWideInterval(t *testing.T) {
+	rec := &store.Recommendation{
+		Study: "s", Seq: 1, Run: 1, Confidence: 0.95, Baseline: labelDefaults,
+		Capacity: 1196.1, CapacityLow: 1189.1, CapacityHigh: 1203.2,
+		Capacities: []store.CapacityEstimate{
+			{Label: "seed recipe", Capacity: 567.5, Low: 544.6, High: 591.3, Repeats: 2, Feasible: 2},
+			{Label: labelDefaults, Capacity: 151.5, Low: 2.3, High: 10025.3, Repeats: 2, Feasible: 2},
+		},
+	}
+	p, err := MakePlan(rec, 100_000, 0.65)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Rows[0].Replicas != 130 || p.Rows[1].Replicas != 283 {
+		t.Errorf("recommended %d, recipe %d servers; want 130 and 283", p.Rows[0].Replicas, p.Rows[1].Replicas)
+	}
+	def := p.Rows[2]
+	if def.Role != "tf-defaults" || def.Replicas != 0 || def.PerServer != 0 || !strings.Contains(def.Note, "too wide") {
+		t.Errorf("defaults row %+v, want no server count and why", def)
+	}
+	if p.Saved != nil || p.SavedVsDefaults != nil {
+		t.Errorf("saved %v, vs defaults %v, against an interval too wide to plan on", p.Saved, p.SavedVsDefaults)
+	}
+	text := p.Text()
+	for _, s := range []string{"no saving stated: the baseline has no server count", "[     2.3,  10025.3]", "too wide"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("text lacks %q:\n%s", s, text)
+		}
+	}
+	if strings.Contains(text, "67216") {
+		t.Errorf("text plans on the wide interval:\n%s", text)
+	}
+
+	// The recommendation's own interval too wide: no fleet is sized, and
+	// no saving is stated though the baseline has a count.
+	rec.CapacityLow, rec.CapacityHigh = 300, 4000
+	rec.Capacities[1] = store.CapacityEstimate{Label: labelDefaults, Capacity: 109, Low: 108.6, High: 109.4, Repeats: 2, Feasible: 2}
+	if p, err = MakePlan(rec, 100_000, 0.65); err != nil {
+		t.Fatal(err)
+	}
+	if p.Rows[0].Replicas != 0 || p.Rows[2].Replicas != 1417 || p.Saved != nil || p.SavedVsDefaults != nil ||
+		!strings.HasPrefix(p.Note, "no fleet is sized") || !strings.Contains(p.Text(), "the recommendation has no server count") {
+		t.Errorf("wide recommendation: rows %+v, saved %v, note %q\n%s", p.Rows, p.Saved, p.Note, p.Text())
+	}
+}
+
 // TestPlanErrors: inputs out of range name the flag; a recommendation of
 // another objective says how to get a capacity.
 func TestPlanErrors(t *testing.T) {

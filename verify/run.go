@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
+	"github.com/batchtune/batchtune/capacity"
 	"github.com/batchtune/batchtune/configs"
 	"github.com/batchtune/batchtune/probe"
 	"github.com/batchtune/batchtune/store"
@@ -27,6 +29,26 @@ const stopTimeout = 30 * time.Second
 
 // errServerExited cancels the soak when its server dies.
 var errServerExited = errors.New("verify: the server exited during the soak")
+
+// ErrNoRate says a soak has no rate: none was given and the
+// recommendation has no capacity to take it from (its run measured
+// another objective, or its interval is too wide to plan on).
+var ErrNoRate = errors.New("verify: no capacity to take the rate from")
+
+// RateOf is a soak's rate when none is given: the rate a fleet is planned
+// to load rec's configuration to, its capacity's lower bound
+// (capacity.PlanningCapacity) × headroom, to 0.1 req/s; src says so in
+// words. An error wrapping ErrNoRate says why there is none.
+func RateOf(rec *store.Recommendation, headroom float64) (rate float64, src string, err error) {
+	if !(rec.Capacity > 0) {
+		return 0, "", fmt.Errorf("%w: recommendation %d (run %d) has no measured capacity", ErrNoRate, rec.Seq, rec.Run)
+	}
+	c, err := capacity.PlanningCapacity(rec.Capacity, rec.CapacityLow, rec.CapacityHigh)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: recommendation %d (run %d): %w", ErrNoRate, rec.Seq, rec.Run, err)
+	}
+	return math.Round(10*c*headroom) / 10, fmt.Sprintf("capacity_low %.1f x headroom %g", c, headroom), nil
+}
 
 // Subject is the configuration verified and where it came from.
 type Subject struct {

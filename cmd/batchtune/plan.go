@@ -19,7 +19,9 @@ func planCommand() *cli.Command {
 		Description: "Reads the capacities a max_capacity run confirmed (default: the study's\n" +
 			"incumbent recommendation, else its latest) and prints, per configuration,\n" +
 			"replicas = ceil(N / (capacity lower bound x headroom)) (seed 001 §3.3), and\n" +
-			"the servers the tuning saves. Reads the store read-only.",
+			"the servers the tuning saves. A configuration whose interval's lower\n" +
+			"bound is under half its mean gets no count: too few repeats to plan on.\n" +
+			"Reads the store read-only.",
 		Flags: append(studyFlags(),
 			&cli.Float64Flag{Name: "target-qps", Usage: "the traffic to carry, in requests per second (required)"},
 			&cli.Float64Flag{Name: "headroom", Value: capacity.DefaultHeadroom, Usage: "the share of each server's capacity to plan with, in (0, 1]"},

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -263,16 +262,17 @@ func verifyRate(c *cli.Context, s *configs.Study, rec *store.Recommendation) (fl
 	if c.IsSet("rate") {
 		return c.Float64("rate"), "--rate", nil
 	}
-	h := c.Float64("headroom")
-	switch {
-	case rec == nil:
+	if rec == nil {
 		return 0, "", usageErr(errors.New("verify: --rate is required with --config: the capacity of a configuration of your own is not known"))
-	case rec.CapacityLow <= 0:
-		return 0, "", usageErr(fmt.Errorf("verify: --rate is required: recommendation %d (run %d) has no measured capacity (study %s's objective is %s); give --rate, or tune with objective: max_capacity",
-			rec.Seq, rec.Run, s.Name, s.Objective))
 	}
-	rate := math.Round(10*rec.CapacityLow*h) / 10
-	return rate, fmt.Sprintf("capacity_low %.1f x headroom %g", rec.CapacityLow, h), nil
+	rate, src, err := verify.RateOf(rec, c.Float64("headroom"))
+	switch {
+	case errors.Is(err, capacity.ErrWideInterval):
+		return 0, "", usageErr(fmt.Errorf("%w; --rate is required: give it, or re-run the study to confirm its capacity", err))
+	case err != nil:
+		return 0, "", usageErr(fmt.Errorf("%w (study %s's objective is %s); --rate is required: give it, or tune with objective: max_capacity", err, s.Name, s.Objective))
+	}
+	return rate, src, nil
 }
 
 // printVerification writes the soak's series and verdict.

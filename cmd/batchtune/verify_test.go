@@ -71,6 +71,20 @@ func TestVerifyRefusesBeforeStarting(t *testing.T) {
 		t.Errorf("no capacity: exit %d %q, want usage and how to get a capacity", code, errw)
 	}
 
+	// A capacity whose interval is too wide to plan on (two repeats far
+	// apart) gives no rate either: planning on 2.3 req/s tests nothing.
+	if db, err = store.Open(dbPath, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddRecommendation(ctx, &store.Recommendation{Study: "v", Run: run.ID, Batching: "max_batch_size { value: 8 }\n", Accepted: true, Capacity: 151.5, CapacityLow: 2.3, CapacityHigh: 10025.3}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, errw, code = batchtune(t, "verify", "--db", dbPath, study)
+	if code != exitUsage || !strings.Contains(errw, "too wide") || !strings.Contains(errw, "--rate is required") {
+		t.Errorf("wide interval: exit %d %q, want usage, the interval too wide and --rate", code, errw)
+	}
+
 	// With a measured capacity the rate is capacity_low x headroom. The
 	// "server" here (/bin/true) exits at once: not judged (exit 1), and
 	// the attempt is stored beside the run.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/batchtune/batchtune/configs"
+	"github.com/batchtune/batchtune/store"
 )
 
 // script writes an executable shell script and returns its path.
@@ -158,5 +162,26 @@ schedule: {cron: "0 3 * * *", time_zone: Europe/Berlin}
 
 	if _, _, err := loadStudies(filepath.Join(dir, "missing"), nil); err == nil {
 		t.Error("a missing directory: want an error")
+	}
+}
+
+// TestVerifierRate: schedule.verify without a rate takes it from the
+// recommendation's capacity; one with none, or with an interval too wide
+// to plan on, fails that soak (the run is kept) and says to set the rate.
+func TestVerifierRate(t *testing.T) {
+	s := &configs.Study{Name: "v"}
+	s.Schedule.Verify = configs.ScheduleVerify{Enabled: true, Headroom: 0.65}
+	v := verifier(s, slog.New(slog.DiscardHandler))
+	for _, c := range []struct {
+		rec  store.Recommendation
+		want string
+	}{
+		{store.Recommendation{Run: 4, Capacity: 151.5, CapacityLow: 2.3, CapacityHigh: 10025.3}, "too wide"},
+		{store.Recommendation{Run: 4, Objective: 1700}, "no measured capacity"},
+	} {
+		_, err := v(context.Background(), nil, &c.rec)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "set schedule.verify.rate") {
+			t.Errorf("%+v: %v, want %q and the remedy", c.rec, err, c.want)
+		}
 	}
 }

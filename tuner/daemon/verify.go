@@ -38,11 +38,10 @@ func verifier(s *configs.Study, log *slog.Logger) tuner.Verifier {
 	return func(ctx context.Context, rt runtime.Runtime, rec *store.Recommendation) (*store.Verification, error) {
 		rate, src := sv.Rate, "schedule.verify.rate"
 		if rate == 0 {
-			if rec.CapacityLow <= 0 {
-				return nil, fmt.Errorf("schedule.verify: the recommendation of run %d has no measured capacity to take the rate from; set schedule.verify.rate", rec.Run)
+			var err error
+			if rate, src, err = verify.RateOf(rec, sv.Headroom); err != nil {
+				return nil, fmt.Errorf("schedule.verify: %w; set schedule.verify.rate", err)
 			}
-			rate = rec.CapacityLow * sv.Headroom
-			src = fmt.Sprintf("capacity_low %.1f x headroom %g", rec.CapacityLow, sv.Headroom)
 		}
 		log.Info("acceptance soak starting", "study", s.Name, "run", rec.Run, "rate", rate, "duration", sv.Duration.D())
 		return verify.Run(ctx, s, rt, verify.Subject{
