@@ -105,11 +105,20 @@ type Result struct {
 	// still met, so Capacity is a lower bound.
 	Resolved bool `json:"resolved"`
 	Bounded  bool `json:"bounded,omitempty"`
+	// ClientBound is true when the search stopped at a step the load
+	// generator could not offer after some rate met the SLO: Capacity is
+	// then a lower bound set by the client, not by the server.
+	ClientBound bool `json:"client_bound,omitempty"`
 	// Steps in the order measured.
 	Steps []Step `json:"steps"`
 	// Note says why the search ended short of the resolution, if it did.
 	Note string `json:"note,omitempty"`
 }
+
+// Floor reports whether Capacity is only a lower bound of what the server
+// sustains: the search met the SLO at the highest rate allowed, or the
+// load generator could not offer a higher one.
+func (r Result) Floor() bool { return r.Capacity > 0 && (r.Bounded || r.ClientBound) }
 
 // Knee returns the measured step with the highest achieved rate that
 // still met the SLO, and false when none did.

@@ -167,3 +167,22 @@ func TestPlanningCapacity(t *testing.T) {
 		t.Error("no capacity accepted")
 	}
 }
+
+// TestFloor: a capacity is a lower bound when the search met the SLO at
+// its highest rate allowed, or the generator could not offer more; never
+// when nothing met.
+func TestFloor(t *testing.T) {
+	for _, c := range []struct {
+		r    Result
+		want bool
+	}{
+		{Result{Capacity: 900, Upper: 940, Resolved: true}, false},
+		{Result{Capacity: 900, ClientBound: true}, true},
+		{Result{Capacity: 900, Bounded: true}, true},
+		{Result{Capacity: 0, ClientBound: true}, false},
+	} {
+		if got := c.r.Floor(); got != c.want {
+			t.Errorf("%+v: Floor %v, want %v", c.r, got, c.want)
+		}
+	}
+}

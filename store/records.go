@@ -333,6 +333,11 @@ type Recommendation struct {
 	Capacity     float64 `json:"capacity,omitempty"`
 	CapacityLow  float64 `json:"capacity_low,omitempty"`
 	CapacityHigh float64 `json:"capacity_high,omitempty"`
+	// CapacityRepeats is how many confirmation repeats measured the
+	// recommended configuration's capacity, CapacityFloors how many of
+	// them measured only a lower bound (CapacityEstimate.Floors).
+	CapacityRepeats int `json:"capacity_repeats,omitempty"`
+	CapacityFloors  int `json:"capacity_floors,omitempty"`
 	// Capacities are the confirmed capacities of the configurations the
 	// run compared the recommendation with (the baseline, the seeds'
 	// recipe, the other candidates), for planning; empty when the run did
@@ -359,6 +364,9 @@ type CapacityEstimate struct {
 	// met the SLO at some rate.
 	Repeats  int `json:"repeats"`
 	Feasible int `json:"feasible"`
+	// Floors is how many of them measured only a lower bound: the load
+	// generator could not offer a higher rate (capacity.Result.Floor).
+	Floors int `json:"floors,omitempty"`
 }
 
 // key encodes a sequence number as 8 big-endian bytes, so that a bucket's

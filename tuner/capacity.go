@@ -161,6 +161,7 @@ func MeasureCapacity(ctx context.Context, m StepMeasurer, s *configs.Study) (*Ca
 	out.Search = res
 	if errors.Is(err, errGeneratorLimited) {
 		out.GeneratorLimit = res.Note
+		out.Search.ClientBound = res.Capacity > 0
 		return out, nil
 	}
 	return out, err

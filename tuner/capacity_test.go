@@ -164,13 +164,13 @@ func TestMeasureCapacity(t *testing.T) {
 		t.Errorf("the generator-limited rate was not measured twice: %v", k.loads)
 	}
 	v := scoreCapacity(m)
-	if !v.Feasible || !strings.Contains(v.Reason, "capacity at least") {
-		t.Errorf("generator-limited verdict %+v", v)
+	if !v.Feasible || !strings.Contains(v.Reason, "capacity at least") || !m.Search.ClientBound || !m.Search.Floor() {
+		t.Errorf("generator-limited verdict %+v, search %+v: want a capacity that is a lower bound", v, m.Search)
 	}
 	k = &kneeServer{capacity: 2000, slo: 30 * time.Millisecond, base: 5 * time.Millisecond, invalid: 1}
 	m, _ = MeasureCapacity(context.Background(), k, s)
-	if v := scoreCapacity(m); v.State != store.TrialInvalid || v.Objective != nil {
-		t.Errorf("nothing offered: verdict %+v, want invalid", v)
+	if v := scoreCapacity(m); v.State != store.TrialInvalid || v.Objective != nil || m.Search.Floor() {
+		t.Errorf("nothing offered: verdict %+v, floor %v, want invalid", v, m.Search.Floor())
 	}
 
 	// A server that breaks the SLO even at the lowest rate: infeasible,
@@ -212,7 +212,7 @@ func (p *fakeProber) Capacity(ctx context.Context, ep runtime.Endpoints, phase f
 	slo := 30 * time.Millisecond
 	// A P99 at the knee over the SLO moves the knee down in proportion.
 	c := qps * math.Min(1, float64(slo)/float64(p99))
-	return MeasureCapacity(ctx, &kneeServer{capacity: c, slo: slo, base: slo / 4}, &configs.Study{
+	return MeasureCapacity(ctx, &kneeServer{capacity: c, slo: slo, base: slo / 4, invalid: p.genLimit * c}, &configs.Study{
 		Load: configs.Load{Concurrency: 8, MinDuration: configs.Duration(3 * time.Second), MaxDuration: configs.Duration(9 * time.Second)},
 		SLO:  configs.SLO{Latency: configs.Duration(slo), Quantile: 0.99, ErrorRate: 0.001},
 	})
@@ -271,5 +271,47 @@ func TestCapacityRun(t *testing.T) {
 	}
 	if _, err := capacity.Replicas(100_000, rec.CapacityLow, capacity.DefaultHeadroom); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestCapacityRunClientBound: when the load generator cannot offer the
+// steps above a server's capacity, every repeat's capacity is a lower
+// bound: the confirmation says so, the recommendation counts them, and
+// the plan tells the user a server may carry more than planned.
+func TestCapacityRunClientBound(t *testing.T) {
+	noSettle(t)
+	s := testStudy(t, "")
+	s.Objective = configs.ObjectiveMaxCapacity
+	db := storetest.Open(t)
+	rt := &fakeRuntime{}
+	// The burst starts the search at 0.945 × capacity, which meets; the
+	// step up (1.18 ×) cannot be offered.
+	p := &fakeProber{rt: rt, surface: testSurface, genLimit: 1.1}
+	tu := newTestTuner(t, s, db, rt, p, nil)
+	rep, err := tu.Run(context.Background(), RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rep.Recommendation
+	if rec == nil {
+		t.Fatalf("no recommendation: %s", rep.Run.Detail)
+	}
+	if rec.CapacityRepeats < s.Confirmation.Repeats || rec.CapacityFloors != rec.CapacityRepeats {
+		t.Errorf("recommendation: %d repeats, %d lower bounds; want every one of at least %d", rec.CapacityRepeats, rec.CapacityFloors, s.Confirmation.Repeats)
+	}
+	if !strings.Contains(rec.Note, "only a lower bound in") || !strings.Contains(rec.Note, "load generator") {
+		t.Errorf("recommendation note %q does not say the capacity is a lower bound", rec.Note)
+	}
+	for _, c := range rec.Capacities {
+		if c.Floors != c.Repeats {
+			t.Errorf("%s: %d lower bounds of %d repeats", c.Label, c.Floors, c.Repeats)
+		}
+	}
+	plan, err := MakePlan(rec, 100_000, capacity.DefaultHeadroom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := plan.Rows[0]; r.Replicas == 0 || r.Floors != rec.CapacityFloors || !strings.Contains(r.Note, "may carry more than planned") {
+		t.Errorf("recommended row %+v: want a count and the note", r)
 	}
 }

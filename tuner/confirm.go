@@ -35,6 +35,9 @@ type Candidate struct {
 	QueueShare float64       `json:"queue_share"`
 	// Reasons lists why repeats failed or broke the SLO.
 	Reasons []string `json:"reasons,omitempty"`
+	// Floors counts the repeats whose capacity is only a lower bound
+	// (capacity.Result.Floor: the load generator could not offer more).
+	Floors int `json:"floors,omitempty"`
 
 	role   string
 	launch runtime.Config
@@ -228,6 +231,12 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 		notes = append(notes, fmt.Sprintf("%s is not told apart from %s: their confidence intervals overlap; it ranks first on its %s bound, and either serves about as well",
 			w.Label, strings.Join(ties, " or "), boundName(t.maximize())))
 	}
+	for _, c := range append([]Candidate{*w}, base) {
+		if c.Floors > 0 {
+			notes = append(notes, fmt.Sprintf("%s's capacity is only a lower bound in %d of %d repeats (the load generator could not offer a higher rate), so the server may sustain more than stated",
+				c.Label, c.Floors, c.Repeats))
+		}
+	}
 	conf.Note = strings.Join(notes, "; ")
 	conf.Why = t.why(w, &base)
 	return conf, trials, nil
@@ -244,7 +253,7 @@ func counted(tr *store.Trial) bool {
 func (t *Tuner) tally(all []Candidate, trials []store.Trial) {
 	for i := range all {
 		c := &all[i]
-		c.Repeats, c.Feasible, c.Samples, c.Reasons = 0, 0, nil, nil
+		c.Repeats, c.Feasible, c.Samples, c.Reasons, c.Floors = 0, 0, nil, nil, 0
 		var p99, batch, queue float64
 		n := 0
 		for _, tr := range trials {
@@ -258,6 +267,9 @@ func (t *Tuner) tally(all []Candidate, trials []store.Trial) {
 				c.Reasons = append(c.Reasons, fmt.Sprintf("trial %d %s: %s", tr.Seq, tr.State, tr.Reason))
 			}
 			if tr.Objective != nil && tr.State != store.TrialInvalid {
+				if tr.Capacity != nil && tr.Capacity.Floor() {
+					c.Floors++
+				}
 				c.Samples = append(c.Samples, *tr.Objective)
 				p99 += float64(tr.Summary.P99)
 				batch += tr.Summary.MeanBatch
@@ -377,6 +389,7 @@ func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmatio
 	}
 	if t.objective.Kind == objective.MaxCapacity {
 		rec.Capacity, rec.CapacityLow, rec.CapacityHigh = w.Estimate.Mean, w.Estimate.Low, w.Estimate.High
+		rec.CapacityRepeats, rec.CapacityFloors = w.Repeats, w.Floors
 		rec.Confidence = t.study.Confirmation.Confidence
 		for i := range conf.Candidates {
 			if i != *conf.Winner {
@@ -395,7 +408,7 @@ func (t *Tuner) recommend(ctx context.Context, run *store.Run, conf *Confirmatio
 // repeat met the SLO at any rate.
 func capacityOf(c *Candidate) store.CapacityEstimate {
 	return store.CapacityEstimate{Label: c.Label, Config: c.Config, Capacity: c.Estimate.Mean,
-		Low: c.Estimate.Low, High: c.Estimate.High, Repeats: c.Repeats, Feasible: c.Feasible}
+		Low: c.Estimate.Low, High: c.Estimate.High, Repeats: c.Repeats, Feasible: c.Feasible, Floors: c.Floors}
 }
 
 func firstReason(rs []string) string {

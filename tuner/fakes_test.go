@@ -177,6 +177,10 @@ type fakeProber struct {
 	// scale, when set, multiplies the throughput measured at an endpoint
 	// (a slower node).
 	scale func(ep runtime.Endpoints) float64
+	// genLimit, when set, is the rate (a multiple of the configuration's
+	// capacity) from which a capacity trial's load generator cannot offer
+	// its steps.
+	genLimit float64
 
 	mu    sync.Mutex
 	calls int

@@ -48,9 +48,13 @@ type PlanRow struct {
 	PerServer float64 `json:"per_server"`
 	// Replicas is the number of servers the target needs; 0 with Note set
 	// when it cannot be computed (no rate met the SLO, not measured).
-	Replicas int    `json:"replicas"`
-	Repeats  int    `json:"repeats,omitempty"`
-	Note     string `json:"note,omitempty"`
+	Replicas int `json:"replicas"`
+	Repeats  int `json:"repeats,omitempty"`
+	// Floors is how many repeats measured only a lower bound (the load
+	// generator could not offer more): the server may carry more than
+	// planned.
+	Floors int    `json:"floors,omitempty"`
+	Note   string `json:"note,omitempty"`
 }
 
 // Plan is a fleet plan for one recommendation.
@@ -106,14 +110,15 @@ func MakePlan(rec *store.Recommendation, target, headroom float64) (*Plan, error
 		low = rec.Capacity
 	}
 	p.Rows = append(p.Rows, row(PlanRow{Label: "recommended", Role: "recommended", Config: rec.Config,
-		Capacity: rec.Capacity, Low: low, High: max(rec.CapacityHigh, rec.Capacity)}, target, headroom))
+		Capacity: rec.Capacity, Low: low, High: max(rec.CapacityHigh, rec.Capacity),
+		Repeats: rec.CapacityRepeats, Floors: rec.CapacityFloors}, target, headroom))
 	if p.Rows[0].Replicas == 0 {
 		p.Note = "no fleet is sized: the recommendation's " + p.Rows[0].Note
 	}
 	defaults := -1
 	baseline := -1
 	for _, c := range rec.Capacities {
-		r := PlanRow{Label: c.Label, Config: c.Config, Role: "candidate", Capacity: c.Capacity, Low: c.Low, High: c.High, Repeats: c.Repeats}
+		r := PlanRow{Label: c.Label, Config: c.Config, Role: "candidate", Capacity: c.Capacity, Low: c.Low, High: c.High, Repeats: c.Repeats, Floors: c.Floors}
 		switch {
 		case c.Label == labelDefaults:
 			r.Role = "tf-defaults"
@@ -174,6 +179,13 @@ func row(r PlanRow, target, headroom float64) PlanRow {
 		return r
 	}
 	r.PerServer = c * headroom
+	if r.Floors > 0 {
+		of := ""
+		if r.Repeats > 0 {
+			of = fmt.Sprintf(" of %d", r.Repeats)
+		}
+		r.Note = strings.TrimPrefix(r.Note+"; "+fmt.Sprintf("a lower bound in %d%s repeats: the load generator could not offer more, so a server may carry more than planned", r.Floors, of), "; ")
+	}
 	return r
 }
 
