@@ -47,7 +47,8 @@ type PlanRow struct {
 	High      float64 `json:"capacity_high"`
 	PerServer float64 `json:"per_server"`
 	// Replicas is the number of servers the target needs; 0 with Note set
-	// when it cannot be computed (no rate met the SLO, not measured).
+	// when it cannot be computed (no rate met the SLO, not measured, an
+	// interval too wide to plan on).
 	Replicas int `json:"replicas"`
 	Repeats  int `json:"repeats,omitempty"`
 	// Floors is how many repeats measured only a lower bound (the load
