@@ -37,9 +37,16 @@ type Step struct {
 }
 
 // MeasureFunc measures one step at rate requests per second. An error
-// ends the search (the server died, the context ended); a step that
-// breaks the SLO is a Step with Meets false, not an error.
+// ends the search (the server died, the context ended), except one
+// wrapping ErrNotOffered; a step that breaks the SLO is a Step with Meets
+// false, not an error.
 type MeasureFunc func(ctx context.Context, rate float64) (Step, error)
+
+// ErrNotOffered says the load generator could not offer a step's rate: the
+// step is no verdict on the server. Once some rate has met the SLO, Search
+// takes the rate as the generator's ceiling and goes on below it; before
+// that, it ends the search.
+var ErrNotOffered = errors.New("the load generator could not offer the rate")
 
 // Options bound a Search. The zero value of a field means its default.
 type Options struct {
@@ -105,9 +112,10 @@ type Result struct {
 	// still met, so Capacity is a lower bound.
 	Resolved bool `json:"resolved"`
 	Bounded  bool `json:"bounded,omitempty"`
-	// ClientBound is true when the search stopped at a step the load
-	// generator could not offer after some rate met the SLO: Capacity is
-	// then a lower bound set by the client, not by the server.
+	// ClientBound is true when the search ended under a rate the load
+	// generator could not offer (ErrNotOffered) with every rate it could
+	// offer meeting the SLO: Capacity, within the resolution of that
+	// ceiling, is then a lower bound set by the client, not the server.
 	ClientBound bool `json:"client_bound,omitempty"`
 	// Steps in the order measured.
 	Steps []Step `json:"steps"`
@@ -136,7 +144,9 @@ func (r Result) Knee() (Step, bool) {
 // Search finds the highest rate at which measure's steps meet the SLO, to
 // the resolution, in few steps: from Start it moves up (while steps meet)
 // or down (while they break) by a factor that shrinks as the bracket
-// closes, then bisects the bracket geometrically. A step that broke
+// closes, then bisects the bracket geometrically. A rate the generator
+// could not offer, above one that met, bisects towards the met one the
+// same way, and no later step goes that high. A step that broke
 // because the server could not keep up says where the server saturates
 // (its achieved rate): the next step down goes no higher than just under
 // it. Measuring errors end the search and return what was measured.
@@ -147,9 +157,24 @@ func Search(ctx context.Context, measure MeasureFunc, o Options) (Result, error)
 	}
 	var r Result
 	lo, hi := 0.0, 0.0 // highest rate that met; lowest that broke (0: none yet)
+	ceil := 0.0        // lowest rate the generator could not offer (0: none)
+	var ceilNote string
 	rate := clamp(o.Start, o)
 	for len(r.Steps) < o.MaxSteps {
 		s, err := measure(ctx, rate)
+		if errors.Is(err, ErrNotOffered) && lo > 0 && ctx.Err() == nil {
+			// The generator's limit, not the server's: try under it. A
+			// ceiling within the resolution of a met rate ends the search
+			// with a capacity the client, not the server, set.
+			ceil = rate
+			ceilNote = fmt.Sprintf("step %d at %.4g req/s: %v", len(r.Steps)+1, rate, err)
+			if ceil <= lo*(1+o.Resolution) {
+				r.ClientBound, r.Note = true, ceilNote
+				break
+			}
+			rate = math.Sqrt(lo * ceil)
+			continue
+		}
 		if err != nil {
 			r.Capacity, r.Upper = lo, hi
 			r.Note = fmt.Sprintf("step %d at %.4g req/s: %v", len(r.Steps)+1, rate, err)
@@ -166,10 +191,17 @@ func Search(ctx context.Context, measure MeasureFunc, o Options) (Result, error)
 			r.Resolved = true
 			break
 		}
+		if ceil > 0 && ceil <= lo*(1+o.Resolution) {
+			r.ClientBound, r.Note = true, ceilNote
+			break
+		}
 		next, stop, note := nextRate(lo, hi, s, o)
 		if stop {
 			r.Note = note
 			break
+		}
+		if ceil > 0 && next >= ceil {
+			next = math.Sqrt(lo * ceil) // lo > 0: rates over it were offered only after one met
 		}
 		rate = next
 	}

@@ -186,3 +186,46 @@ func TestFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchUnderTheGeneratorsCeiling: a rate the generator cannot offer
+// is no verdict: over a met rate the search bisects under it, finds a
+// server's capacity below it, and ends at the ceiling, a lower bound said
+// so, when the server sustains more; before any rate met it ends the
+// search with the error.
+func TestSearchUnderTheGeneratorsCeiling(t *testing.T) {
+	ceiling := func(limit float64, m MeasureFunc, tried *[]float64) MeasureFunc {
+		return func(ctx context.Context, rate float64) (Step, error) {
+			*tried = append(*tried, rate)
+			if rate >= limit {
+				return Step{}, fmt.Errorf("%w: pacing lag", ErrNotOffered)
+			}
+			return m(ctx, rate)
+		}
+	}
+	for _, slo := range []time.Duration{0, 40 * time.Millisecond} {
+		// The server's capacity under the ceiling: found, resolved.
+		var tried []float64
+		calls := 0
+		r, err := Search(context.Background(), ceiling(1300, knee(1000, 1200, &calls), &tried), Options{Start: 700, SLO: slo})
+		if err != nil || !r.Resolved || r.ClientBound || r.Floor() || r.Capacity > 1000 || r.Upper <= 1000 {
+			t.Errorf("slo %v: capacity 1000 under a ceiling of 1300: [%g, %g) resolved %v client %v, %v; tried %v", slo, r.Capacity, r.Upper, r.Resolved, r.ClientBound, err, tried)
+		}
+		// Over it: the capacity is the ceiling's, within the resolution.
+		tried, calls = nil, 0
+		r, err = Search(context.Background(), ceiling(1300, knee(2000, 2400, &calls), &tried), Options{Start: 700, SLO: slo})
+		if err != nil || !r.ClientBound || !r.Floor() || r.Resolved || r.Capacity >= 1300 || r.Capacity < 1300/1.05 ||
+			!strings.Contains(r.Note, "could not offer") || len(r.Steps) != calls {
+			t.Errorf("slo %v: capacity 2000 over a ceiling of 1300: %+v, %v; tried %v", slo, r, err, tried)
+		}
+		if len(tried) > 12 {
+			t.Errorf("slo %v: %d rates tried under a ceiling: %v", slo, len(tried), tried)
+		}
+	}
+	// Not even the first rate offered: the search ends with the error.
+	var tried []float64
+	calls := 0
+	r, err := Search(context.Background(), ceiling(500, knee(2000, 2400, &calls), &tried), Options{Start: 700})
+	if !errors.Is(err, ErrNotOffered) || r.Capacity != 0 || r.Floor() || len(tried) != 1 {
+		t.Errorf("first rate not offered: %+v, %v; tried %v", r, err, tried)
+	}
+}

@@ -57,8 +57,10 @@ type StepMeasurer interface {
 	Measure(ctx context.Context, load probe.Load, o *probe.MeasureOptions) (*probe.Result, error)
 }
 
-// errGeneratorLimited ends a search at a step whose measurement was invalid.
-var errGeneratorLimited = errors.New("the load generator could not offer the rate")
+// errGeneratorLimited marks a step whose measurement was invalid: the
+// search goes on under that rate once one has met the SLO, and ends
+// before (capacity.ErrNotOffered).
+var errGeneratorLimited = capacity.ErrNotOffered
 
 // Capacity implements CapacityProber.
 func (p *StudyProber) Capacity(ctx context.Context, ep runtime.Endpoints, phase func(store.TrialState)) (*CapacityMeasurement, error) {
@@ -159,9 +161,8 @@ func MeasureCapacity(ctx context.Context, m StepMeasurer, s *configs.Study) (*Ca
 	}
 	res, err := capacity.Search(ctx, measure, capacity.Options{Start: out.Start, SLO: slo.Latency})
 	out.Search = res
-	if errors.Is(err, errGeneratorLimited) {
+	if errors.Is(err, errGeneratorLimited) || res.ClientBound {
 		out.GeneratorLimit = res.Note
-		out.Search.ClientBound = res.Capacity > 0
 		return out, nil
 	}
 	return out, err

@@ -152,20 +152,37 @@ func TestMeasureCapacity(t *testing.T) {
 		}
 	}
 
-	// A generator that cannot offer 1 000 req/s to a server with more
-	// capacity: the capacity found is a lower bound, said so; when it
-	// cannot offer even the first rate, the trial is invalid.
+	// A generator that cannot offer 2 500 req/s to a server of 2 000: the
+	// search goes on under the rate it could not offer and finds the
+	// server's capacity, not the generator's.
 	k := &kneeServer{capacity: 2000, slo: 30 * time.Millisecond, base: 5 * time.Millisecond, invalid: 2500}
 	m, err := MeasureCapacity(context.Background(), k, s)
-	if err != nil || m.GeneratorLimit == "" {
+	if err != nil || m.GeneratorLimit != "" || !m.Search.Resolved || m.Search.Floor() || m.Search.Capacity < 2000/1.05 || m.Search.Capacity > 2000 {
+		t.Errorf("server under the generator's limit: %v, limit %q, search %+v; want its capacity 2000, resolved", err, m.GeneratorLimit, m.Search)
+	}
+	// One a server of 3 000 req/s: the capacity found is the generator's
+	// limit, a lower bound, said so; each rate it could not offer was
+	// measured twice; when it cannot offer even the first rate, the trial
+	// is invalid.
+	k = &kneeServer{capacity: 3000, slo: 30 * time.Millisecond, base: 5 * time.Millisecond, invalid: 2500}
+	if m, err = MeasureCapacity(context.Background(), k, s); err != nil || m.GeneratorLimit == "" {
 		t.Fatalf("generator-limited: %v, limit %q", err, m.GeneratorLimit)
 	}
-	if n := len(k.loads); n < 2 || k.loads[n-1].Rate != k.loads[n-2].Rate || k.loads[n-1].Rate < 2500 {
-		t.Errorf("the generator-limited rate was not measured twice: %v", k.loads)
+	over := 0
+	for i, l := range k.loads {
+		if l.Open() && l.Rate >= 2500 {
+			over++
+			if i == 0 || k.loads[i-1].Rate != l.Rate {
+				if i+1 == len(k.loads) || k.loads[i+1].Rate != l.Rate {
+					t.Errorf("the generator-limited rate %g was not measured twice: %v", l.Rate, k.loads)
+				}
+			}
+		}
 	}
 	v := scoreCapacity(m)
-	if !v.Feasible || !strings.Contains(v.Reason, "capacity at least") || !m.Search.ClientBound || !m.Search.Floor() {
-		t.Errorf("generator-limited verdict %+v, search %+v: want a capacity that is a lower bound", v, m.Search)
+	if over == 0 || !v.Feasible || !strings.Contains(v.Reason, "capacity at least") || !m.Search.ClientBound || !m.Search.Floor() ||
+		m.Search.Capacity >= 2500 || m.Search.Capacity < 2500/1.05 {
+		t.Errorf("generator-limited verdict %+v, search %+v: want a lower bound within 5%% under 2500", v, m.Search)
 	}
 	k = &kneeServer{capacity: 2000, slo: 30 * time.Millisecond, base: 5 * time.Millisecond, invalid: 1}
 	m, _ = MeasureCapacity(context.Background(), k, s)
@@ -285,8 +302,8 @@ func TestCapacityRunClientBound(t *testing.T) {
 	db := storetest.Open(t)
 	rt := &fakeRuntime{}
 	// The burst starts the search at 0.945 × capacity, which meets; the
-	// step up (1.18 ×) cannot be offered.
-	p := &fakeProber{rt: rt, surface: testSurface, genLimit: 1.1}
+	// generator cannot offer 0.98 × capacity or more.
+	p := &fakeProber{rt: rt, surface: testSurface, genLimit: 0.98}
 	tu := newTestTuner(t, s, db, rt, p, nil)
 	rep, err := tu.Run(context.Background(), RunOptions{})
 	if err != nil {

@@ -231,7 +231,9 @@ func (t *Tuner) confirm(ctx context.Context, run *store.Run, trials []store.Tria
 		notes = append(notes, fmt.Sprintf("%s is not told apart from %s: their confidence intervals overlap; it ranks first on its %s bound, and either serves about as well",
 			w.Label, strings.Join(ties, " or "), boundName(t.maximize())))
 	}
-	for _, c := range append([]Candidate{*w}, base) {
+	// A capacity the load generator capped is the client's limit, not the
+	// server's: the ranking may then be the client's too.
+	for _, c := range append(slices.Clone(cands), base) {
 		if c.Floors > 0 {
 			notes = append(notes, fmt.Sprintf("%s's capacity is only a lower bound in %d of %d repeats (the load generator could not offer a higher rate), so the server may sustain more than stated",
 				c.Label, c.Floors, c.Repeats))
