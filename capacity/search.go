@@ -117,6 +117,10 @@ type Result struct {
 	// offer meeting the SLO: Capacity, within the resolution of that
 	// ceiling, is then a lower bound set by the client, not the server.
 	ClientBound bool `json:"client_bound,omitempty"`
+	// Ceiling is the lowest rate the load generator could not offer after
+	// some rate met (0 when it offered every rate tried): no step was
+	// measured at or above it.
+	Ceiling float64 `json:"ceiling,omitempty"`
 	// Steps in the order measured.
 	Steps []Step `json:"steps"`
 	// Note says why the search ended short of the resolution, if it did.
@@ -205,7 +209,7 @@ func Search(ctx context.Context, measure MeasureFunc, o Options) (Result, error)
 		}
 		rate = next
 	}
-	r.Capacity, r.Upper = lo, hi
+	r.Capacity, r.Upper, r.Ceiling = lo, hi, ceil
 	if !r.Resolved && r.Note == "" {
 		r.Note = fmt.Sprintf("stopped after %d steps (max_steps) with the bracket [%.4g, %.4g) req/s", len(r.Steps), lo, hi)
 	}

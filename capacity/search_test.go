@@ -206,14 +206,14 @@ func TestSearchUnderTheGeneratorsCeiling(t *testing.T) {
 		// The server's capacity under the ceiling: found, resolved.
 		var tried []float64
 		calls := 0
-		r, err := Search(context.Background(), ceiling(1300, knee(1000, 1200, &calls), &tried), Options{Start: 700, SLO: slo})
-		if err != nil || !r.Resolved || r.ClientBound || r.Floor() || r.Capacity > 1000 || r.Upper <= 1000 {
-			t.Errorf("slo %v: capacity 1000 under a ceiling of 1300: [%g, %g) resolved %v client %v, %v; tried %v", slo, r.Capacity, r.Upper, r.Resolved, r.ClientBound, err, tried)
+		r, err := Search(context.Background(), ceiling(1150, knee(1000, 1200, &calls), &tried), Options{Start: 800, SLO: slo})
+		if err != nil || !r.Resolved || r.ClientBound || r.Floor() || r.Capacity > 1000 || r.Upper <= 1000 || r.Ceiling < 1150 {
+			t.Errorf("slo %v: capacity 1000 under a ceiling of 1150: [%g, %g) resolved %v client %v, %v; tried %v", slo, r.Capacity, r.Upper, r.Resolved, r.ClientBound, err, tried)
 		}
 		// Over it: the capacity is the ceiling's, within the resolution.
 		tried, calls = nil, 0
 		r, err = Search(context.Background(), ceiling(1300, knee(2000, 2400, &calls), &tried), Options{Start: 700, SLO: slo})
-		if err != nil || !r.ClientBound || !r.Floor() || r.Resolved || r.Capacity >= 1300 || r.Capacity < 1300/1.05 ||
+		if err != nil || !r.ClientBound || !r.Floor() || r.Resolved || r.Capacity >= 1300 || r.Capacity < 1300/1.05 || r.Ceiling < 1300 || r.Ceiling > r.Capacity*1.05 ||
 			!strings.Contains(r.Note, "could not offer") || len(r.Steps) != calls {
 			t.Errorf("slo %v: capacity 2000 over a ceiling of 1300: %+v, %v; tried %v", slo, r, err, tried)
 		}
