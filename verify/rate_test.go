@@ -17,8 +17,8 @@ func TestRateOf(t *testing.T) {
 	if err != nil || rate != 585 || src != "capacity_low 900.0 x headroom 0.65" {
 		t.Errorf("RateOf = %g, %q, %v; want 585 from the lower bound", rate, src, err)
 	}
-	if rate, _, err = RateOf(&store.Recommendation{Capacity: 1000}, 0.5); err != nil || rate != 500 {
-		t.Errorf("one repeat: %g, %v; want the mean × headroom", rate, err)
+	if rate, src, err = RateOf(&store.Recommendation{Capacity: 1000}, 0.5); err != nil || rate != 500 || !strings.Contains(src, "no interval") {
+		t.Errorf("one repeat: %g, %q, %v; want the mean × headroom, said so", rate, src, err)
 	}
 	_, _, err = RateOf(&store.Recommendation{Seq: 2, Run: 3, Capacity: 151.5, CapacityLow: 2.3, CapacityHigh: 10025.3}, 0.65)
 	if !errors.Is(err, ErrNoRate) || !errors.Is(err, capacity.ErrWideInterval) || !strings.Contains(err.Error(), "run 3") {

@@ -47,7 +47,11 @@ func RateOf(rec *store.Recommendation, headroom float64) (rate float64, src stri
 	if err != nil {
 		return 0, "", fmt.Errorf("%w: recommendation %d (run %d): %w", ErrNoRate, rec.Seq, rec.Run, err)
 	}
-	return math.Round(10*c*headroom) / 10, fmt.Sprintf("capacity_low %.1f x headroom %g", c, headroom), nil
+	src = fmt.Sprintf("capacity_low %.1f x headroom %g", c, headroom)
+	if !(rec.CapacityLow > 0 && rec.CapacityLow < rec.Capacity) {
+		src = fmt.Sprintf("capacity %.1f (one repeat: no interval) x headroom %g", c, headroom)
+	}
+	return math.Round(10*c*headroom) / 10, src, nil
 }
 
 // Subject is the configuration verified and where it came from.
