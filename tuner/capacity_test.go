@@ -237,22 +237,29 @@ func (p *fakeProber) Capacity(ctx context.Context, ep runtime.Endpoints, phase f
 
 var _ CapacityProber = (*fakeProber)(nil)
 
+// runCapacityStudy runs the test study under max_capacity on testSurface
+// with the fake prober, its generator unable to offer genLimit × a
+// configuration's capacity or more (0: no limit).
+func runCapacityStudy(t *testing.T, genLimit float64) (*configs.Study, *Report) {
+	t.Helper()
+	noSettle(t)
+	s := testStudy(t, "")
+	s.Objective = configs.ObjectiveMaxCapacity
+	rt := &fakeRuntime{}
+	tu := newTestTuner(t, s, storetest.Open(t), rt, &fakeProber{rt: rt, surface: testSurface, genLimit: genLimit}, nil)
+	rep, err := tu.Run(context.Background(), RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, rep
+}
+
 // TestCapacityRun: a study under max_capacity runs capacity trials through
 // the tuner: every trial keeps its steps, the objective is the capacity,
 // the recommendation carries the winner's capacity interval and the
 // baseline's capacity for planning.
 func TestCapacityRun(t *testing.T) {
-	noSettle(t)
-	s := testStudy(t, "")
-	s.Objective = configs.ObjectiveMaxCapacity
-	db := storetest.Open(t)
-	rt := &fakeRuntime{}
-	p := &fakeProber{rt: rt, surface: testSurface}
-	tu := newTestTuner(t, s, db, rt, p, nil)
-	rep, err := tu.Run(context.Background(), RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, rep := runCapacityStudy(t, 0)
 	var best float64
 	for _, tr := range rep.Trials {
 		if tr.State != store.TrialSucceeded {
@@ -296,19 +303,9 @@ func TestCapacityRun(t *testing.T) {
 // bound: the confirmation says so, the recommendation counts them, and
 // the plan tells the user a server may carry more than planned.
 func TestCapacityRunClientBound(t *testing.T) {
-	noSettle(t)
-	s := testStudy(t, "")
-	s.Objective = configs.ObjectiveMaxCapacity
-	db := storetest.Open(t)
-	rt := &fakeRuntime{}
 	// The burst starts the search at 0.945 × capacity, which meets; the
 	// generator cannot offer 0.98 × capacity or more.
-	p := &fakeProber{rt: rt, surface: testSurface, genLimit: 0.98}
-	tu := newTestTuner(t, s, db, rt, p, nil)
-	rep, err := tu.Run(context.Background(), RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, rep := runCapacityStudy(t, 0.98)
 	rec := rep.Recommendation
 	if rec == nil {
 		t.Fatalf("no recommendation: %s", rep.Run.Detail)

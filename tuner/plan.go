@@ -176,7 +176,7 @@ func row(r PlanRow, target, headroom float64) PlanRow {
 	}
 	if err != nil {
 		r.Replicas = 0
-		r.Note = strings.TrimPrefix(r.Note+"; "+err.Error(), "; ")
+		r.addNote(err.Error())
 		return r
 	}
 	r.PerServer = c * headroom
@@ -185,9 +185,17 @@ func row(r PlanRow, target, headroom float64) PlanRow {
 		if r.Repeats > 0 {
 			of = fmt.Sprintf(" of %d", r.Repeats)
 		}
-		r.Note = strings.TrimPrefix(r.Note+"; "+fmt.Sprintf("a lower bound in %d%s repeats: the load generator could not offer more, so a server may carry more than planned", r.Floors, of), "; ")
+		r.addNote(fmt.Sprintf("a lower bound in %d%s repeats: the load generator could not offer more, so a server may carry more than planned", r.Floors, of))
 	}
 	return r
+}
+
+// addNote appends note to r's, after a "; " when it has one.
+func (r *PlanRow) addNote(note string) {
+	if r.Note != "" {
+		note = r.Note + "; " + note
+	}
+	r.Note = note
 }
 
 // Text renders p for people: one line per configuration and the saving.
